@@ -1,0 +1,15 @@
+# Every third-party library comes from a Debian package (scripts/install-deps.sh).
+find_package(Threads REQUIRED)
+find_package(absl CONFIG REQUIRED)
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)
+find_package(prometheus-cpp CONFIG REQUIRED)
+find_package(Gloo CONFIG REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)
+find_package(glog CONFIG REQUIRED)
+find_package(GTest CONFIG REQUIRED)
+find_package(benchmark CONFIG REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+
+find_program(TPSERVE_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)

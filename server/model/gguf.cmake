@@ -1,0 +1,21 @@
+# tpserve_gguf: GGUF reader and dequantisation of its weight types.
+file(GLOB GGUF_SRCS CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_SOURCE_DIR}/ggml_type.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/gguf_*.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dequantize*.cc)
+list(FILTER GGUF_SRCS EXCLUDE REGEX "_test\\.cc$")
+add_library(tpserve_gguf STATIC ${GGUF_SRCS})
+target_include_directories(tpserve_gguf PUBLIC ${PROJECT_SOURCE_DIR})
+target_compile_options(tpserve_gguf PRIVATE ${TPSERVE_CPU_FLAGS})
+target_link_libraries(tpserve_gguf PUBLIC tpserve_common absl::status absl::statusor absl::strings
+                                          absl::span absl::flat_hash_map)
+tpserve_warnings(tpserve_gguf)
+
+file(GLOB GGUF_TESTS CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_SOURCE_DIR}/ggml_type_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/gguf_*_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dequantize*_test.cc)
+foreach(t ${GGUF_TESTS})
+  get_filename_component(n ${t} NAME_WE)
+  tpserve_test(${n} SOURCES ${t} LIBS tpserve_gguf)
+endforeach()

@@ -1,0 +1,26 @@
+# tpserve_tokenizer: byte-level and SentencePiece-style BPE, loaders, chat templates.
+file(GLOB TOKENIZER_SRCS CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer*.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/bpe*.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/pretokenizer*.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/utf8*.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/incremental_decoder*.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/chat_template*.cc)
+list(FILTER TOKENIZER_SRCS EXCLUDE REGEX "_test\\.cc$")
+add_library(tpserve_tokenizer STATIC ${TOKENIZER_SRCS})
+target_include_directories(tpserve_tokenizer PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(tpserve_tokenizer PUBLIC tpserve_gguf nlohmann_json::nlohmann_json
+                                               PkgConfig::PCRE2)
+tpserve_warnings(tpserve_tokenizer)
+
+file(GLOB TOKENIZER_TESTS CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer*_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/bpe*_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/pretokenizer*_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/utf8*_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/incremental_decoder*_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/chat_template*_test.cc)
+foreach(t ${TOKENIZER_TESTS})
+  get_filename_component(n ${t} NAME_WE)
+  tpserve_test(${n} SOURCES ${t} LIBS tpserve_tokenizer)
+endforeach()

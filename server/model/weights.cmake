@@ -1,0 +1,19 @@
+# tpserve_weights: safetensors reader, Hugging Face config.json, ModelConfig, weight sources.
+file(GLOB WEIGHTS_SRCS CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_SOURCE_DIR}/safetensors*.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/model_config*.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/weight_source*.cc)
+list(FILTER WEIGHTS_SRCS EXCLUDE REGEX "_test\\.cc$")
+add_library(tpserve_weights STATIC ${WEIGHTS_SRCS})
+target_include_directories(tpserve_weights PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(tpserve_weights PUBLIC tpserve_gguf nlohmann_json::nlohmann_json)
+tpserve_warnings(tpserve_weights)
+
+file(GLOB WEIGHTS_TESTS CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_SOURCE_DIR}/safetensors*_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/model_config*_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/weight_source*_test.cc)
+foreach(t ${WEIGHTS_TESTS})
+  get_filename_component(n ${t} NAME_WE)
+  tpserve_test(${n} SOURCES ${t} LIBS tpserve_weights)
+endforeach()
