@@ -23,7 +23,7 @@ if(TPSERVE_CUDA_ENABLED)
     set(CMAKE_CUDA_ARCHITECTURES 80 90)
   endif()
   enable_language(CUDA)
-  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no CUDA20 flag for nvcc
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   add_library(tpserve_nccl INTERFACE)
   target_link_libraries(tpserve_nccl INTERFACE ${TPSERVE_NCCL_LIBRARY})

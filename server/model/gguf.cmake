@@ -4,12 +4,12 @@ file(GLOB GGUF_SRCS CONFIGURE_DEPENDS
   ${CMAKE_CURRENT_SOURCE_DIR}/gguf_*.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dequantize*.cc)
 list(FILTER GGUF_SRCS EXCLUDE REGEX "_test\\.cc$")
-add_library(tpserve_gguf STATIC ${GGUF_SRCS})
-target_include_directories(tpserve_gguf PUBLIC ${PROJECT_SOURCE_DIR})
-target_compile_options(tpserve_gguf PRIVATE ${TPSERVE_CPU_FLAGS})
-target_link_libraries(tpserve_gguf PUBLIC tpserve_common absl::status absl::statusor absl::strings
+tpserve_library(tpserve_gguf ${GGUF_SRCS})
+if(GGUF_SRCS)
+  target_compile_options(tpserve_gguf PRIVATE ${TPSERVE_CPU_FLAGS})
+endif()
+tpserve_link(tpserve_gguf tpserve_common absl::status absl::statusor absl::strings
                                           absl::span absl::flat_hash_map)
-tpserve_warnings(tpserve_gguf)
 
 file(GLOB GGUF_TESTS CONFIGURE_DEPENDS
   ${CMAKE_CURRENT_SOURCE_DIR}/ggml_type_test.cc

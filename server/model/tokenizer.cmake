@@ -7,11 +7,9 @@ file(GLOB TOKENIZER_SRCS CONFIGURE_DEPENDS
   ${CMAKE_CURRENT_SOURCE_DIR}/incremental_decoder*.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/chat_template*.cc)
 list(FILTER TOKENIZER_SRCS EXCLUDE REGEX "_test\\.cc$")
-add_library(tpserve_tokenizer STATIC ${TOKENIZER_SRCS})
-target_include_directories(tpserve_tokenizer PUBLIC ${PROJECT_SOURCE_DIR})
-target_link_libraries(tpserve_tokenizer PUBLIC tpserve_gguf nlohmann_json::nlohmann_json
+tpserve_library(tpserve_tokenizer ${TOKENIZER_SRCS})
+tpserve_link(tpserve_tokenizer tpserve_gguf nlohmann_json::nlohmann_json
                                                PkgConfig::PCRE2)
-tpserve_warnings(tpserve_tokenizer)
 
 file(GLOB TOKENIZER_TESTS CONFIGURE_DEPENDS
   ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer*_test.cc

@@ -4,10 +4,8 @@ file(GLOB WEIGHTS_SRCS CONFIGURE_DEPENDS
   ${CMAKE_CURRENT_SOURCE_DIR}/model_config*.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/weight_source*.cc)
 list(FILTER WEIGHTS_SRCS EXCLUDE REGEX "_test\\.cc$")
-add_library(tpserve_weights STATIC ${WEIGHTS_SRCS})
-target_include_directories(tpserve_weights PUBLIC ${PROJECT_SOURCE_DIR})
-target_link_libraries(tpserve_weights PUBLIC tpserve_gguf nlohmann_json::nlohmann_json)
-tpserve_warnings(tpserve_weights)
+tpserve_library(tpserve_weights ${WEIGHTS_SRCS})
+tpserve_link(tpserve_weights tpserve_gguf nlohmann_json::nlohmann_json)
 
 file(GLOB WEIGHTS_TESTS CONFIGURE_DEPENDS
   ${CMAKE_CURRENT_SOURCE_DIR}/safetensors*_test.cc

@@ -1,0 +1,81 @@
+"""The public and worker protos: the names clients rely on, and a comment on every field."""
+import pathlib
+import re
+
+from tpserve.v1 import generate_pb2, worker_pb2
+
+PROTO_DIR = pathlib.Path(__file__).resolve().parents[2] / "proto" / "tpserve" / "v1"
+
+
+def test_generation_service_methods():
+    svc = generate_pb2.DESCRIPTOR.services_by_name["Generation"]
+    methods = {m.name: m for m in svc.methods}
+    assert {"Generate", "Tokenize", "Detokenize", "GetModelInfo"} <= set(methods)
+    gen = methods["Generate"]
+    assert gen.input_type.full_name == "tpserve.v1.GenerateRequest"
+    assert gen.output_type.full_name == "tpserve.v1.GenerateResponse"
+    assert gen.server_streaming and not gen.client_streaming
+    assert methods["Tokenize"].output_type.name == "TokenizeResponse"
+    assert methods["GetModelInfo"].output_type.name == "ModelInfo"
+
+
+def test_generate_request_fields_and_presence():
+    fields = generate_pb2.GenerateRequest.DESCRIPTOR.fields_by_name
+    expected = ["prompt", "messages", "prompt_token_ids", "max_tokens", "temperature", "top_k",
+                "top_p", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty",
+                "seed", "stop", "stop_token_ids", "ignore_eos", "logprobs", "request_id"]
+    assert set(expected) <= set(fields)
+    optional = ["temperature", "top_k", "top_p", "min_p", "repetition_penalty",
+                "frequency_penalty", "presence_penalty", "seed"]
+    for name in optional:
+        assert fields[name].has_presence, name
+    req = generate_pb2.GenerateRequest()
+    assert not req.HasField("temperature")
+    req.temperature = 0.0
+    assert req.HasField("temperature")  # 0 (greedy) is distinguishable from unset (1.0)
+
+
+def test_generate_response_and_finish_reasons():
+    fields = generate_pb2.GenerateResponse.DESCRIPTOR.fields_by_name
+    assert {"text", "token_ids", "logprobs", "finish_reason", "usage"} <= set(fields)
+    names = set(generate_pb2.FinishReason.keys())
+    assert {"FINISH_REASON_LENGTH", "FINISH_REASON_STOP", "FINISH_REASON_EOS",
+            "FINISH_REASON_CANCELLED"} <= names
+    usage = generate_pb2.Usage.DESCRIPTOR.fields_by_name
+    assert {"prompt_tokens", "completion_tokens"} <= set(usage)
+    msg = generate_pb2.ChatMessage.DESCRIPTOR.fields_by_name
+    assert {"role", "content"} <= set(msg)
+
+
+def test_worker_protocol_messages():
+    svc = worker_pb2.DESCRIPTOR.services_by_name["Worker"]
+    session = svc.methods_by_name["Session"]
+    assert session.client_streaming and session.server_streaming
+    coord = worker_pb2.CoordinatorMessage.DESCRIPTOR.oneofs_by_name["kind"]
+    assert {f.name for f in coord.fields} == {"init", "store_reply", "nccl_id", "step",
+                                              "shutdown"}
+    work = worker_pb2.WorkerMessage.DESCRIPTOR.oneofs_by_name["kind"]
+    assert {f.name for f in work.fields} == {"store_request", "nccl_id", "ready", "step_result",
+                                             "error"}
+    init = worker_pb2.Init.DESCRIPTOR.fields_by_name
+    assert {"model_path", "rank", "world_size", "backend", "dtype", "kv_budget_bytes",
+            "world_generation"} <= set(init)
+
+
+FIELD = re.compile(r"^\s*(optional |repeated )?[\w.]+ \w+ = \d+;")
+ENUM_VALUE = re.compile(r"^\s*[A-Z0-9_]+ = \d+;")
+
+
+def test_every_field_and_enum_value_has_a_comment():
+    missing = []
+    checked = 0
+    for proto in sorted(PROTO_DIR.glob("*.proto")):
+        lines = proto.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if FIELD.match(line) or ENUM_VALUE.match(line):
+                checked += 1
+                prev = lines[i - 1].strip() if i else ""
+                if not prev.startswith("//"):
+                    missing.append(f"{proto.name}:{i + 1}: {line.strip()}")
+    assert checked > 100, f"only {checked} fields and enum values found: the pattern is off"
+    assert not missing, "fields without a comment:\n" + "\n".join(missing)
