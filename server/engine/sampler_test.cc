@@ -1,0 +1,257 @@
+#include "server/engine/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace tpserve::engine {
+namespace {
+
+const std::vector<float> kLogits = {1.0f, 2.5f, 0.3f, -1.0f, 2.0f, 0.0f, 1.7f, -0.5f};
+
+// Chi-square critical values at p = 0.001 for 1..7 degrees of freedom.
+constexpr double kChi2Critical[] = {0, 10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32};
+
+// The distribution the sampler should draw from, computed independently: softmax(l / t),
+// then keep the top k, then the smallest prefix reaching top_p, then drop below min_p * max.
+std::vector<double> ExpectedDistribution(const std::vector<float>& logits, double t, int top_k,
+                                         double top_p, double min_p) {
+  const int n = static_cast<int>(logits.size());
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+  std::vector<double> p(n, 0.0);
+  const int k = top_k > 0 ? std::min(top_k, n) : n;
+  double z = 0.0;
+  for (int i = 0; i < k; ++i) z += std::exp(logits[order[i]] / t);
+  int keep = k;
+  double cumulative = 0.0;
+  for (int i = 0; i < k; ++i) {
+    cumulative += std::exp(logits[order[i]] / t) / z;
+    if (cumulative >= top_p - 1e-12) {
+      keep = i + 1;
+      break;
+    }
+  }
+  const double pmax = std::exp(logits[order[0]] / t) / z;
+  double kept = 0.0;
+  for (int i = 0; i < keep; ++i) {
+    const double pi = std::exp(logits[order[i]] / t) / z;
+    if (i > 0 && pi < min_p * pmax) break;
+    p[order[i]] = pi;
+    kept += pi;
+  }
+  for (double& v : p) v /= kept;
+  return p;
+}
+
+// Draws `n` tokens (counters 0..n-1) and checks the counts against `expected` with a
+// chi-square test; tokens of probability 0 must never be drawn.
+void ExpectDistribution(const SamplingParams& params, const std::vector<double>& expected) {
+  constexpr int kDraws = 20000;
+  Sampler sampler;
+  std::vector<int> counts(kLogits.size(), 0);
+  for (int i = 0; i < kDraws; ++i) {
+    ++counts[sampler.Sample(kLogits, params, {}, i).token_id];
+  }
+  double chi2 = 0.0;
+  int cells = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (expected[i] == 0.0) {
+      EXPECT_EQ(counts[i], 0) << "token " << i << " is outside the truncated distribution";
+      continue;
+    }
+    const double e = expected[i] * kDraws;
+    chi2 += (counts[i] - e) * (counts[i] - e) / e;
+    ++cells;
+  }
+  ASSERT_GE(cells, 1);
+  if (cells > 1) {
+    EXPECT_LT(chi2, kChi2Critical[cells - 1]) << "chi-square with " << cells - 1 << " dof";
+  }
+}
+
+TEST(SamplerTest, GreedyTakesArgmaxAndLowestIdOnTies) {
+  Sampler sampler;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  EXPECT_EQ(sampler.Sample(kLogits, p, {}, 0).token_id, 1);
+  const std::vector<float> tie = {0.0f, 3.0f, 1.0f, 3.0f};
+  EXPECT_EQ(sampler.Sample(tie, p, {}, 0).token_id, 1);
+}
+
+TEST(SamplerTest, TemperatureDistribution) {
+  for (float t : {0.5f, 1.0f, 1.7f}) {
+    SamplingParams p;
+    p.temperature = t;
+    p.seed = 11;
+    ExpectDistribution(p, ExpectedDistribution(kLogits, t, 0, 1.0, 0.0));
+  }
+}
+
+TEST(SamplerTest, TopKDistribution) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 3;
+  p.seed = 5;
+  ExpectDistribution(p, ExpectedDistribution(kLogits, 1.0, 3, 1.0, 0.0));
+}
+
+TEST(SamplerTest, TopPDistribution) {
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_p = 0.7f;
+  p.seed = 9;
+  ExpectDistribution(p, ExpectedDistribution(kLogits, 0.8, 0, 0.7, 0.0));
+}
+
+TEST(SamplerTest, MinPDistribution) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.min_p = 0.3f;
+  p.seed = 3;
+  ExpectDistribution(p, ExpectedDistribution(kLogits, 1.0, 0, 1.0, 0.3));
+}
+
+TEST(SamplerTest, CombinedTruncation) {
+  SamplingParams p;
+  p.temperature = 1.3f;
+  p.top_k = 6;
+  p.top_p = 0.9f;
+  p.min_p = 0.1f;
+  p.seed = 21;
+  ExpectDistribution(p, ExpectedDistribution(kLogits, 1.3, 6, 0.9, 0.1));
+}
+
+TEST(SamplerTest, PenaltiesMatchHandComputedLogits) {
+  std::vector<float> logits = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f};
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  const std::vector<int32_t> prompt = {0, 1, 1};
+  const std::vector<int32_t> generated = {3, 3, 1, 3};
+  ApplyPenalties(absl::MakeSpan(logits), p, {prompt, generated});
+  // token 0: in prompt, positive: 2 / 2 = 1; not generated.
+  // token 1: in prompt and generated once, negative: -1 * 2 = -2, then - 0.5*1 - 0.25.
+  // token 2: untouched. token 3: generated 3 times: 3 / 2 = 1.5, then - 1.5 - 0.25.
+  // token 4: untouched.
+  EXPECT_FLOAT_EQ(logits[0], 1.0f);
+  EXPECT_FLOAT_EQ(logits[1], -2.75f);
+  EXPECT_FLOAT_EQ(logits[2], 0.5f);
+  EXPECT_FLOAT_EQ(logits[3], -0.25f);
+  EXPECT_FLOAT_EQ(logits[4], -2.0f);
+}
+
+TEST(SamplerTest, PenaltiesChangeTheGreedyChoice) {
+  Sampler sampler;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.presence_penalty = 1.0f;
+  const std::vector<int32_t> generated = {1};
+  // Token 1 (2.5) drops to 1.5, below token 4 (2.0).
+  EXPECT_EQ(sampler.Sample(kLogits, p, {{}, generated}, 0).token_id, 4);
+}
+
+TEST(SamplerTest, SameSeedSameTokensOtherSeedOtherTokens) {
+  SamplingParams p;
+  p.temperature = 1.5f;
+  p.seed = 1234;
+  Sampler a, b;
+  std::vector<int32_t> first, again, other;
+  for (int i = 0; i < 64; ++i) {
+    first.push_back(a.Sample(kLogits, p, {}, i).token_id);
+    again.push_back(b.Sample(kLogits, p, {}, i).token_id);
+  }
+  p.seed = 1235;
+  for (int i = 0; i < 64; ++i) other.push_back(a.Sample(kLogits, p, {}, i).token_id);
+  EXPECT_EQ(first, again);
+  EXPECT_NE(first, other);
+  // The draw for index i does not depend on the draws before it.
+  p.seed = 1234;
+  EXPECT_EQ(a.Sample(kLogits, p, {}, 40).token_id, first[40]);
+}
+
+TEST(SamplerTest, LogprobsOfChosenAndTop) {
+  Sampler sampler;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logprobs = 3;
+  const SampleResult r = sampler.Sample(kLogits, p, {}, 0);
+  double z = 0.0;
+  for (float l : kLogits) z += std::exp(l);
+  EXPECT_NEAR(r.logprob, 2.5 - std::log(z), 1e-6);
+  ASSERT_EQ(r.top.size(), 3u);
+  EXPECT_EQ(r.top[0].token_id, 1);
+  EXPECT_EQ(r.top[1].token_id, 4);
+  EXPECT_EQ(r.top[2].token_id, 6);
+  EXPECT_NEAR(r.top[2].logprob, 1.7 - std::log(z), 1e-6);
+  EXPECT_GE(r.top[0].logprob, r.top[1].logprob);
+}
+
+TEST(SamplerTest, LogprobsUseTheTemperature) {
+  Sampler sampler;
+  SamplingParams p;
+  p.temperature = 2.0f;
+  p.top_k = 1;
+  const SampleResult r = sampler.Sample(kLogits, p, {}, 0);
+  EXPECT_EQ(r.token_id, 1);
+  double z = 0.0;
+  for (float l : kLogits) z += std::exp(l / 2.0);
+  EXPECT_NEAR(r.logprob, 2.5 / 2.0 - std::log(z), 1e-6);
+}
+
+TEST(SamplerTest, StopTokenIds) {
+  Sampler sampler;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.stop_token_ids = {1};
+  EXPECT_TRUE(sampler.Sample(kLogits, p, {}, 0).is_stop);
+  p.stop_token_ids = {4};
+  EXPECT_FALSE(sampler.Sample(kLogits, p, {}, 0).is_stop);
+}
+
+TEST(SamplerTest, ValidationNamesTheField) {
+  auto expect_bad = [](SamplingParams p, const char* field) {
+    absl::Status s = ValidateSamplingParams(p, 100);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_NE(s.message().find(field), std::string::npos) << s;
+  };
+  SamplingParams p;
+  EXPECT_TRUE(ValidateSamplingParams(p, 100).ok());
+  p.temperature = -0.1f;
+  expect_bad(p, "temperature");
+  p = {};
+  p.temperature = std::nanf("");
+  expect_bad(p, "temperature");
+  p = {};
+  p.top_k = -1;
+  expect_bad(p, "top_k");
+  p = {};
+  p.top_p = 0.0f;
+  expect_bad(p, "top_p");
+  p = {};
+  p.top_p = 1.5f;
+  expect_bad(p, "top_p");
+  p = {};
+  p.min_p = -0.5f;
+  expect_bad(p, "min_p");
+  p = {};
+  p.repetition_penalty = 0.0f;
+  expect_bad(p, "repetition_penalty");
+  p = {};
+  p.frequency_penalty = 3.0f;
+  expect_bad(p, "frequency_penalty");
+  p = {};
+  p.presence_penalty = -2.5f;
+  expect_bad(p, "presence_penalty");
+  p = {};
+  p.stop_token_ids = {100};
+  expect_bad(p, "stop_token_ids");
+}
+
+}  // namespace
+}  // namespace tpserve::engine
