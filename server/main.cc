@@ -1,6 +1,4 @@
-// tpserve: one binary, one subcommand per role.
-//   tpserve inspect  --model PATH [--prompt TEXT]   model summary, tokens, chat template
-//   tpserve tokenize --model PATH [--decode] [--chat] [--add_special]
+// tpserve: one binary, one subcommand per role (see kUsage).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -10,23 +8,66 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "glog/logging.h"
+#include "server/cli/generate_command.h"
+#include "server/cli/inspect_command.h"
 #include "server/cli/tokenize_command.h"
 
 ABSL_FLAG(std::string, model, "", "Model: a GGUF file or a Hugging Face directory");
+ABSL_FLAG(std::string, prompt, "What is the capital of France?", "Prompt text");
+ABSL_FLAG(bool, chat, false,
+          "generate/inspect: render the prompt as a user message through the chat template; "
+          "tokenize: lines are JSON lists of {role, content} messages");
 ABSL_FLAG(bool, decode, false, "tokenize: lines are JSON arrays of token ids; print text");
-ABSL_FLAG(bool, chat, false, "tokenize: lines are JSON lists of {role, content} messages");
 ABSL_FLAG(bool, add_special, false, "tokenize: add BOS when the model asks for it");
+ABSL_FLAG(int32_t, max_tokens, 128, "generate: largest number of tokens to generate");
+ABSL_FLAG(float, temperature, 0.0f, "generate: sampling temperature (0: greedy)");
+ABSL_FLAG(int32_t, top_k, 0, "generate: keep the k most likely tokens (0: off)");
+ABSL_FLAG(float, top_p, 1.0f, "generate: nucleus sampling mass in (0, 1] (1: off)");
+ABSL_FLAG(float, min_p, 0.0f, "generate: drop tokens below min_p times the top one (0: off)");
+ABSL_FLAG(float, repetition_penalty, 1.0f, "generate: repetition penalty (1: off)");
+ABSL_FLAG(float, frequency_penalty, 0.0f, "generate: frequency penalty in [-2, 2]");
+ABSL_FLAG(float, presence_penalty, 0.0f, "generate: presence penalty in [-2, 2]");
+ABSL_FLAG(uint64_t, seed, 0, "generate: random seed (same seed, same tokens)");
+ABSL_FLAG(uint32_t, logprobs, 0, "generate --json: report this many top alternatives");
+ABSL_FLAG(bool, ignore_eos, false, "generate: keep going past the end-of-sequence token");
+ABSL_FLAG(bool, json, false, "generate: one JSON object per token, then a summary");
+ABSL_FLAG(int32_t, threads, 0, "generate: compute threads (0: every core)");
 
 namespace {
 
 constexpr char kUsage[] =
     "tpserve <command> [flags]\n"
     "commands:\n"
-    "  tokenize --model PATH [--decode] [--chat] [--add_special]\n";
+    "  inspect  --model PATH [--prompt TEXT]\n"
+    "  tokenize --model PATH [--decode] [--chat] [--add_special]   (stdin lines -> stdout)\n"
+    "  generate --model PATH --prompt TEXT [--chat] [--max_tokens N] [--temperature T]\n"
+    "           [--top_k K] [--top_p P] [--min_p P] [--seed S] [--threads N] [--json]\n";
 
-int Fail(const absl::Status& status) {
+int Finish(const absl::Status& status) {
+  if (status.ok()) return 0;
   std::cerr << "tpserve: " << status << "\n";
   return 1;
+}
+
+tpserve::cli::GenerateOptions GenerateOptionsFromFlags() {
+  tpserve::cli::GenerateOptions o;
+  o.model_path = absl::GetFlag(FLAGS_model);
+  o.prompt = absl::GetFlag(FLAGS_prompt);
+  o.chat = absl::GetFlag(FLAGS_chat);
+  o.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+  o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  o.json = absl::GetFlag(FLAGS_json);
+  o.threads = absl::GetFlag(FLAGS_threads);
+  o.sampling.temperature = absl::GetFlag(FLAGS_temperature);
+  o.sampling.top_k = absl::GetFlag(FLAGS_top_k);
+  o.sampling.top_p = absl::GetFlag(FLAGS_top_p);
+  o.sampling.min_p = absl::GetFlag(FLAGS_min_p);
+  o.sampling.repetition_penalty = absl::GetFlag(FLAGS_repetition_penalty);
+  o.sampling.frequency_penalty = absl::GetFlag(FLAGS_frequency_penalty);
+  o.sampling.presence_penalty = absl::GetFlag(FLAGS_presence_penalty);
+  o.sampling.seed = absl::GetFlag(FLAGS_seed);
+  o.sampling.logprobs = absl::GetFlag(FLAGS_logprobs);
+  return o;
 }
 
 }  // namespace
@@ -40,14 +81,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string command = args[1];
+  if (command == "inspect") {
+    return Finish(tpserve::cli::RunInspect(
+        {absl::GetFlag(FLAGS_model), absl::GetFlag(FLAGS_prompt)}, std::cout));
+  }
   if (command == "tokenize") {
     tpserve::cli::TokenizeOptions options;
     options.model_path = absl::GetFlag(FLAGS_model);
     options.decode = absl::GetFlag(FLAGS_decode);
     options.chat = absl::GetFlag(FLAGS_chat);
     options.add_special = absl::GetFlag(FLAGS_add_special);
-    absl::Status status = tpserve::cli::RunTokenize(options, std::cin, std::cout);
-    return status.ok() ? 0 : Fail(status);
+    return Finish(tpserve::cli::RunTokenize(options, std::cin, std::cout));
+  }
+  if (command == "generate") {
+    return Finish(tpserve::cli::RunGenerate(GenerateOptionsFromFlags(), std::cout));
   }
   std::cerr << "tpserve: unknown command '" << command << "'\n" << kUsage;
   return 2;

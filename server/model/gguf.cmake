@@ -6,7 +6,8 @@ file(GLOB GGUF_SRCS CONFIGURE_DEPENDS
 list(FILTER GGUF_SRCS EXCLUDE REGEX "_test\\.cc$")
 tpserve_library(tpserve_gguf ${GGUF_SRCS})
 if(GGUF_SRCS)
-  target_compile_options(tpserve_gguf PRIVATE ${TPSERVE_CPU_FLAGS})
+  # No FMA contraction: the kernels round exactly as ggml's reference dequantisation does.
+target_compile_options(tpserve_gguf PRIVATE ${TPSERVE_CPU_FLAGS} -ffp-contract=off)
 endif()
 tpserve_link(tpserve_gguf tpserve_common absl::status absl::statusor absl::strings
                                           absl::span absl::flat_hash_map)

@@ -35,6 +35,12 @@ enum class GgufValueType : uint32_t {
   kFloat64 = 12,
 };
 
+// Name of a metadata value type ("UINT32", "ARRAY", ...), or "UNKNOWN".
+std::string_view GgufValueTypeName(GgufValueType type);
+
+// Arrays may nest at most this deep (an array of arrays of scalars has depth 2).
+inline constexpr int kGgufMaxArrayDepth = 8;
+
 // One metadata value. Arrays hold their element type and elements (arrays may nest).
 struct GgufValue {
   GgufValueType type = GgufValueType::kUint8;
@@ -67,6 +73,9 @@ class GgufFile {
 
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
+  // Absolute file offset of the data section (a multiple of alignment()).
+  uint64_t data_offset() const { return data_offset_; }
+  uint64_t file_size() const { return size_; }
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }

@@ -1,0 +1,32 @@
+// `tpserve generate`: offline generation in one process (world size 1): tokenises the prompt
+// (optionally through the chat template), runs the forward pass and the sampler, and streams
+// the text to stdout as it is produced, or one JSON object per token. Stateless.
+#ifndef TPSERVE_SERVER_CLI_GENERATE_COMMAND_H_
+#define TPSERVE_SERVER_CLI_GENERATE_COMMAND_H_
+
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "server/engine/sampler.h"
+
+namespace tpserve::cli {
+
+struct GenerateOptions {
+  std::string model_path;
+  std::string prompt;
+  bool chat = false;  // render the prompt as one user message through the template
+  int max_tokens = 128;
+  bool ignore_eos = false;
+  bool json = false;        // one JSON object per token, then a summary object
+  int threads = 0;          // 0: every core
+  int prefill_chunk = 256;  // tokens per prefill step
+  engine::SamplingParams sampling;
+};
+
+// Streams the generation to `out`. Errors (model, prompt, parameters) are the Status.
+absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out);
+
+}  // namespace tpserve::cli
+
+#endif  // TPSERVE_SERVER_CLI_GENERATE_COMMAND_H_

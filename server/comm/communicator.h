@@ -1,0 +1,55 @@
+// Communicator: the collectives the tensor-parallel ranks of one world run together
+// (all-reduce sum, all-gather, broadcast, barrier). Every call is bounded by the timeout the
+// communicator was built with and returns DeadlineExceeded (or Aborted after Abort()) rather
+// than hanging. Implementations: SingleRankCommunicator (world of one), Gloo (CPU, TCP) and
+// NCCL (GPU). One thread drives a communicator at a time; Abort() may be called from any
+// thread to unblock it.
+#ifndef TPSERVE_SERVER_COMM_COMMUNICATOR_H_
+#define TPSERVE_SERVER_COMM_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace tpserve::comm {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual std::string_view backend_name() const = 0;
+
+  // data[i] = sum over ranks of data[i], for i in [0, count); in place.
+  virtual absl::Status AllReduceSum(float* data, int64_t count) = 0;
+  // out[r * count + i] = in[i] of rank r; out holds world_size() * count values.
+  virtual absl::Status AllGather(const float* in, int64_t count, float* out) = 0;
+  // data of rank `root` is copied to every rank.
+  virtual absl::Status Broadcast(float* data, int64_t count, int root) = 0;
+  virtual absl::Status Barrier() = 0;
+  // Makes pending and future calls fail promptly with Aborted. Thread-safe.
+  virtual void Abort() = 0;
+};
+
+// The world of one rank: every collective is the identity.
+class SingleRankCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string_view backend_name() const override { return "local"; }
+  absl::Status AllReduceSum(float*, int64_t) override { return Check(); }
+  absl::Status AllGather(const float* in, int64_t count, float* out) override;
+  absl::Status Broadcast(float*, int64_t, int) override { return Check(); }
+  absl::Status Barrier() override { return Check(); }
+  void Abort() override { aborted_ = true; }
+
+ private:
+  absl::Status Check() const;
+  bool aborted_ = false;
+};
+
+}  // namespace tpserve::comm
+
+#endif  // TPSERVE_SERVER_COMM_COMMUNICATOR_H_

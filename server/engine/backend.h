@@ -1,0 +1,85 @@
+// Backend: the device one rank computes on. It owns device memory (weights, KV cache,
+// activation workspace) and runs the ops of the Llama forward pass on Tensors in it.
+// Implementations: CpuBackend (kernels/cpu, f32) and, later, CudaBackend (kernels/cuda).
+// The engine sees only this interface. Not thread-safe: one step at a time.
+#ifndef TPSERVE_SERVER_ENGINE_BACKEND_H_
+#define TPSERVE_SERVER_ENGINE_BACKEND_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/engine/step_batch.h"
+#include "server/engine/tensor.h"
+#include "server/model/model_config.h"
+
+namespace tpserve::engine {
+
+// Shape of the paged KV cache of one rank: per layer, K and V each
+// [num_blocks, block_size, n_kv_heads, head_dim].
+struct KvCacheShape {
+  int64_t n_layers = 0;
+  int64_t num_blocks = 0;
+  int64_t block_size = 16;
+  int64_t n_kv_heads = 0;  // the rank's KV heads
+  int64_t head_dim = 0;
+};
+
+// RoPE settings the backend builds its tables from.
+struct RopeSettings {
+  int64_t head_dim = 0;
+  double theta = 10000.0;
+  model::RopeStyle style = model::RopeStyle::kInterleaved;
+  model::RopeScaling scaling;
+  int32_t max_position = 8192;  // positions whose cos/sin may be precomputed
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual DType activation_dtype() const = 0;
+
+  // Memory. Tensors stay valid until the backend is destroyed.
+  virtual absl::StatusOr<Tensor> Allocate(int64_t rows, int64_t cols, DType dtype) = 0;
+  // Uploads host f32 [t.rows, t.cols] into `t`, converting to t.dtype.
+  virtual absl::Status Upload(const float* host, Tensor t) = 0;
+  // Downloads `t` as f32 into host [t.rows, t.cols].
+  virtual absl::Status Download(const Tensor& t, float* host) = 0;
+  // Bytes of device memory held for weights / KV cache / workspace.
+  virtual int64_t allocated_bytes() const = 0;
+
+  virtual absl::Status InitKvCache(const KvCacheShape& shape) = 0;
+  virtual absl::Status InitRope(const RopeSettings& rope) = 0;
+
+  // Makes the step's metadata (token ids, positions, block tables) available to the ops.
+  virtual absl::Status BeginStep(const StepBatch& batch) = 0;
+
+  // out[i, :] = table[token i of the step, :]. table: [vocab, d], out: [m, d].
+  virtual absl::Status Embed(const Tensor& table, Tensor out) = 0;
+  // out = rmsnorm(x) * weight. x, out: [m, d]; weight: [1, d].
+  virtual absl::Status RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor out) = 0;
+  // residual += x; out = rmsnorm(residual) * weight.
+  virtual absl::Status AddRmsNorm(Tensor residual, const Tensor& x, const Tensor& weight, float eps,
+                                  Tensor out) = 0;
+  // y = x · wᵀ. x: [m, k], w: [n, k], y: [m, n].
+  virtual absl::Status Matmul(const Tensor& x, const Tensor& w, Tensor y) = 0;
+  // y += x.
+  virtual absl::Status Add(Tensor y, const Tensor& x) = 0;
+  // RoPE in place on the q and k parts of qkv: [m, (n_q + 2 * n_kv) * head_dim], each token
+  // at its step position.
+  virtual absl::Status Rope(Tensor qkv, int64_t n_q_heads, int64_t n_kv_heads) = 0;
+  // Writes the step's k, v (from qkv) into layer `layer`'s cache and computes causal GQA
+  // attention of the step's queries. qkv: [m, (n_q + 2 n_kv) * head_dim], out: [m, n_q * hd].
+  virtual absl::Status Attention(int64_t layer, const Tensor& qkv, int64_t n_q_heads,
+                                 int64_t n_kv_heads, Tensor out) = 0;
+  // out = silu(gate) * up; gate_up: [m, 2f] (gate columns first), out: [m, f].
+  virtual absl::Status SwiGlu(const Tensor& gate_up, Tensor out) = 0;
+  // out[j, :] = x[last token of the j-th sequence that wants logits, :].
+  virtual absl::Status GatherLogitRows(const Tensor& x, Tensor out) = 0;
+};
+
+}  // namespace tpserve::engine
+
+#endif  // TPSERVE_SERVER_ENGINE_BACKEND_H_

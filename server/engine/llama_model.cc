@@ -1,0 +1,228 @@
+#include "server/engine/llama_model.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
+
+namespace tpserve::engine {
+namespace {
+
+std::string LayerName(int64_t layer, const char* part) {
+  return absl::StrCat("blk.", layer, ".", part, ".weight");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const model::WeightSource& weights,
+                                                             const model::ShardPlan& plan,
+                                                             Backend* backend,
+                                                             comm::Communicator* comm,
+                                                             const EngineOptions& options) {
+  const model::ModelConfig& config = weights.config();
+  if (config.attention_bias) {
+    return absl::UnimplementedError(absl::StrCat("architecture '", config.architecture,
+                                                 "' has attention biases, which the "
+                                                 "engine does not support yet"));
+  }
+  if (comm->world_size() != plan.world_size || comm->rank() != plan.rank) {
+    return absl::InvalidArgumentError(absl::StrCat("shard plan is for rank ", plan.rank, "/",
+                                                   plan.world_size, " but the communicator is ",
+                                                   comm->rank(), "/", comm->world_size()));
+  }
+  if (options.max_batch_tokens < 1 || options.max_logit_rows < 1 || options.kv_block_size < 1) {
+    return absl::InvalidArgumentError(
+        "max_batch_tokens, max_logit_rows and kv_block_size must be >= 1");
+  }
+  auto m = std::unique_ptr<LlamaModel>(new LlamaModel());
+  m->config_ = config;
+  m->plan_ = plan;
+  m->options_ = options;
+  m->backend_ = backend;
+  m->comm_ = comm;
+  RETURN_IF_ERROR(m->LoadWeights(weights));
+  m->weight_bytes_ = backend->allocated_bytes();
+
+  KvCacheShape& kv = m->kv_shape_;
+  kv.n_layers = config.n_layers;
+  kv.block_size = options.kv_block_size;
+  kv.n_kv_heads = plan.kv_heads_count();
+  kv.head_dim = config.head_dim;
+  const int64_t block_bytes = 2 * kv.n_layers * kv.block_size * kv.n_kv_heads * kv.head_dim *
+                              DTypeBytes(backend->activation_dtype());
+  kv.num_blocks =
+      options.kv_blocks > 0 ? options.kv_blocks : options.kv_budget_bytes / block_bytes;
+  if (kv.num_blocks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("kv_budget_bytes ", options.kv_budget_bytes,
+                                                   " is below one KV block (", block_bytes,
+                                                   " bytes)"));
+  }
+  RETURN_IF_ERROR(backend->InitKvCache(kv));
+  m->kv_bytes_ = kv.num_blocks * block_bytes;
+
+  RopeSettings rope;
+  rope.head_dim = config.head_dim;
+  rope.theta = config.rope_theta;
+  rope.style = config.rope_style;
+  rope.scaling = config.rope_scaling;
+  rope.max_position = static_cast<int32_t>(std::min<int64_t>(config.context_length, 1 << 16));
+  RETURN_IF_ERROR(backend->InitRope(rope));
+  RETURN_IF_ERROR(m->AllocateWorkspace());
+  return m;
+}
+
+absl::Status LlamaModel::LoadWeights(const model::WeightSource& weights) {
+  const int64_t d = config_.d_model;
+  const model::Range q_rows = plan_.q_rows();
+  const model::Range kv_rows = plan_.kv_rows();
+  const model::Range ffn = plan_.ffn;
+  std::vector<float> host;
+
+  // Allocates a [rows, cols] tensor and fills it from `read(host)`.
+  auto load = [&](int64_t rows, int64_t cols, auto read) -> absl::StatusOr<Tensor> {
+    host.assign(rows * cols, 0.0f);
+    RETURN_IF_ERROR(read(host.data()));
+    ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(rows, cols, backend_->activation_dtype()));
+    RETURN_IF_ERROR(backend_->Upload(host.data(), t));
+    return t;
+  };
+  auto rows_of = [&](const std::string& name, model::Range r) {
+    return [&weights, name, r](float* out) { return weights.ReadRows(name, r.begin, r.end, out); };
+  };
+  auto columns_of = [&](const std::string& name, model::Range c) {
+    return [&weights, name, c, d](float* out) {
+      return weights.ReadSlice(name, 0, d, c.begin, c.end, out);
+    };
+  };
+
+  ASSIGN_OR_RETURN(token_embd_, load(config_.vocab_size, d,
+                                     rows_of("token_embd.weight", {0, config_.vocab_size})));
+  ASSIGN_OR_RETURN(output_norm_, load(1, d, rows_of("output_norm.weight", {0, 1})));
+  const char* head_name = config_.tied_embeddings ? "token_embd.weight" : "output.weight";
+  if (config_.tied_embeddings && plan_.vocab.size() == config_.vocab_size) {
+    lm_head_ = token_embd_;  // world of one, tied: the same rows
+  } else {
+    ASSIGN_OR_RETURN(lm_head_, load(plan_.vocab.size(), d, rows_of(head_name, plan_.vocab)));
+  }
+
+  const int64_t q_n = q_rows.size();
+  const int64_t kv_n = kv_rows.size();
+  for (int64_t l = 0; l < config_.n_layers; ++l) {
+    Layer layer;
+    ASSIGN_OR_RETURN(layer.attn_norm, load(1, d, rows_of(LayerName(l, "attn_norm"), {0, 1})));
+    ASSIGN_OR_RETURN(layer.ffn_norm, load(1, d, rows_of(LayerName(l, "ffn_norm"), {0, 1})));
+    ASSIGN_OR_RETURN(layer.wqkv, load(q_n + 2 * kv_n, d, [&](float* out) -> absl::Status {
+                       RETURN_IF_ERROR(rows_of(LayerName(l, "attn_q"), q_rows)(out));
+                       RETURN_IF_ERROR(rows_of(LayerName(l, "attn_k"), kv_rows)(out + q_n * d));
+                       return rows_of(LayerName(l, "attn_v"), kv_rows)(out + (q_n + kv_n) * d);
+                     }));
+    ASSIGN_OR_RETURN(layer.wo, load(d, q_n, columns_of(LayerName(l, "attn_output"), q_rows)));
+    ASSIGN_OR_RETURN(layer.w_gate_up, load(2 * ffn.size(), d, [&](float* out) -> absl::Status {
+                       RETURN_IF_ERROR(rows_of(LayerName(l, "ffn_gate"), ffn)(out));
+                       return rows_of(LayerName(l, "ffn_up"), ffn)(out + ffn.size() * d);
+                     }));
+    ASSIGN_OR_RETURN(layer.w_down, load(d, ffn.size(), columns_of(LayerName(l, "ffn_down"), ffn)));
+    layers_.push_back(layer);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::AllocateWorkspace() {
+  const int64_t t = options_.max_batch_tokens;
+  const int64_t r = options_.max_logit_rows;
+  const int64_t d = config_.d_model;
+  const int64_t hd = config_.head_dim;
+  const int64_t q = plan_.q_heads_count();
+  const int64_t kv = plan_.kv_heads_count();
+  const int64_t f = plan_.ffn.size();
+  const DType dt = backend_->activation_dtype();
+  ASSIGN_OR_RETURN(ws_.x, backend_->Allocate(t, d, dt));
+  ASSIGN_OR_RETURN(ws_.h, backend_->Allocate(t, d, dt));
+  ASSIGN_OR_RETURN(ws_.qkv, backend_->Allocate(t, (q + 2 * kv) * hd, dt));
+  ASSIGN_OR_RETURN(ws_.attn, backend_->Allocate(t, q * hd, dt));
+  ASSIGN_OR_RETURN(ws_.proj, backend_->Allocate(t, d, dt));
+  ASSIGN_OR_RETURN(ws_.gate_up, backend_->Allocate(t, 2 * f, dt));
+  ASSIGN_OR_RETURN(ws_.act, backend_->Allocate(t, f, dt));
+  ASSIGN_OR_RETURN(ws_.sel, backend_->Allocate(r, d, dt));
+  ASSIGN_OR_RETURN(ws_.logits, backend_->Allocate(r, plan_.vocab.size(), dt));
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::Forward(const StepBatch& batch, std::vector<float>* logits) {
+  const int64_t m = batch.num_tokens();
+  const int64_t rows = batch.num_logit_rows();
+  if (m < 1 || m > options_.max_batch_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a step holds 1 to ", options_.max_batch_tokens, " tokens, got ", m));
+  }
+  if (rows > options_.max_logit_rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a step returns at most ", options_.max_logit_rows, " logit rows, got ", rows));
+  }
+  const float eps = static_cast<float>(config_.norm_eps);
+  const int64_t q = plan_.q_heads_count();
+  const int64_t kv = plan_.kv_heads_count();
+  RETURN_IF_ERROR(backend_->BeginStep(batch));
+
+  const Tensor x = ws_.x.Rows(m), h = ws_.h.Rows(m), qkv = ws_.qkv.Rows(m);
+  const Tensor attn = ws_.attn.Rows(m), proj = ws_.proj.Rows(m);
+  const Tensor gate_up = ws_.gate_up.Rows(m), act = ws_.act.Rows(m);
+  RETURN_IF_ERROR(backend_->Embed(token_embd_, x));
+  RETURN_IF_ERROR(backend_->RmsNorm(x, layers_[0].attn_norm, eps, h));
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& layer = layers_[l];
+    RETURN_IF_ERROR(backend_->Matmul(h, layer.wqkv, qkv));
+    RETURN_IF_ERROR(backend_->Rope(qkv, q, kv));
+    RETURN_IF_ERROR(backend_->Attention(static_cast<int64_t>(l), qkv, q, kv, attn));
+    RETURN_IF_ERROR(backend_->Matmul(attn, layer.wo, proj));
+    RETURN_IF_ERROR(comm_->AllReduceSum(static_cast<float*>(proj.data), proj.elements()));
+    RETURN_IF_ERROR(backend_->AddRmsNorm(x, proj, layer.ffn_norm, eps, h));
+    RETURN_IF_ERROR(backend_->Matmul(h, layer.w_gate_up, gate_up));
+    RETURN_IF_ERROR(backend_->SwiGlu(gate_up, act));
+    RETURN_IF_ERROR(backend_->Matmul(act, layer.w_down, proj));
+    RETURN_IF_ERROR(comm_->AllReduceSum(static_cast<float*>(proj.data), proj.elements()));
+    if (l + 1 < layers_.size()) {
+      RETURN_IF_ERROR(backend_->AddRmsNorm(x, proj, layers_[l + 1].attn_norm, eps, h));
+    } else {
+      RETURN_IF_ERROR(backend_->Add(x, proj));
+    }
+  }
+  logits->clear();
+  if (rows == 0) return absl::OkStatus();
+  const Tensor sel = ws_.sel.Rows(rows);
+  RETURN_IF_ERROR(backend_->GatherLogitRows(x, sel));
+  RETURN_IF_ERROR(backend_->RmsNorm(sel, output_norm_, eps, sel));
+  RETURN_IF_ERROR(backend_->Matmul(sel, lm_head_, ws_.logits.Rows(rows)));
+  return GatherLogits(rows, logits);
+}
+
+absl::Status LlamaModel::GatherLogits(int64_t rows, std::vector<float>* logits) {
+  const int64_t vocab = config_.vocab_size;
+  const int world = plan_.world_size;
+  logits->resize(rows * vocab);
+  if (world == 1) return backend_->Download(ws_.logits.Rows(rows), logits->data());
+
+  // Vocab slices differ by at most one row: pad each to the largest and all-gather.
+  const int64_t slice_max = (vocab + world - 1) / world;
+  const int64_t local = plan_.vocab.size();
+  std::vector<float> mine(rows * local);
+  RETURN_IF_ERROR(backend_->Download(ws_.logits.Rows(rows), mine.data()));
+  host_partial_.assign(rows * slice_max, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(&mine[r * local], local, &host_partial_[r * slice_max]);
+  }
+  host_gathered_.resize(world * rows * slice_max);
+  RETURN_IF_ERROR(comm_->AllGather(host_partial_.data(), rows * slice_max, host_gathered_.data()));
+  for (int rank = 0; rank < world; ++rank) {
+    ASSIGN_OR_RETURN(model::ShardPlan other, model::MakeShardPlan(config_, rank, world));
+    const float* src = &host_gathered_[rank * rows * slice_max];
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy_n(src + r * slice_max, other.vocab.size(),
+                  logits->data() + r * vocab + other.vocab.begin);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tpserve::engine

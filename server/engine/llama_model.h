@@ -1,0 +1,103 @@
+// LlamaModel: one tensor-parallel rank's slice of a Llama-family decoder, loaded into a
+// Backend, and its forward pass over a StepBatch. Per layer it runs
+//   RMSNorm → QKV (column-parallel) → RoPE → paged attention over its own heads →
+//   O (row-parallel) → ALL-REDUCE → RMSNorm → gate/up (column-parallel) → SwiGLU →
+//   down (row-parallel) → ALL-REDUCE
+// and ends with the final norm and the vocab-parallel LM head, whose slices are all-gathered.
+// A world of one rank is the plain model. Not thread-safe: one step at a time.
+#ifndef TPSERVE_SERVER_ENGINE_LLAMA_MODEL_H_
+#define TPSERVE_SERVER_ENGINE_LLAMA_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/comm/communicator.h"
+#include "server/engine/backend.h"
+#include "server/engine/step_batch.h"
+#include "server/model/model_config.h"
+#include "server/model/shard_plan.h"
+#include "server/model/weight_source.h"
+
+namespace tpserve::engine {
+
+struct EngineOptions {
+  int64_t max_batch_tokens = 512;         // tokens in one step (prefill chunks + decodes)
+  int64_t max_logit_rows = 256;           // sequences that want logits in one step
+  int64_t kv_block_size = 16;             // tokens per KV block
+  int64_t kv_budget_bytes = 256ll << 20;  // memory for the KV cache on this rank
+  int64_t kv_blocks = 0;                  // when > 0: exactly this many blocks (budget unused)
+};
+
+class LlamaModel {
+ public:
+  // Reads this rank's slice of every weight from `weights` (only that slice is dequantised)
+  // and uploads it into `backend`, sizes the KV cache from the budget and the workspaces
+  // from the options. `backend` and `comm` must outlive the model.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Load(const model::WeightSource& weights,
+                                                          const model::ShardPlan& plan,
+                                                          Backend* backend,
+                                                          comm::Communicator* comm,
+                                                          const EngineOptions& options);
+
+  // Runs one step. `logits` receives, on every rank, [batch.num_logit_rows(), vocab_size]
+  // f32: the logits of the last new token of each sequence that wants them, in batch order.
+  // InvalidArgument for a batch over the limits or with a bad token id / block table.
+  absl::Status Forward(const StepBatch& batch, std::vector<float>* logits);
+
+  const model::ModelConfig& config() const { return config_; }
+  const model::ShardPlan& plan() const { return plan_; }
+  int64_t kv_blocks() const { return kv_shape_.num_blocks; }
+  int64_t kv_block_size() const { return kv_shape_.block_size; }
+  int64_t weight_bytes() const { return weight_bytes_; }
+  int64_t kv_bytes() const { return kv_bytes_; }
+
+ private:
+  struct Layer {
+    Tensor attn_norm;  // [1, d_model]
+    Tensor wqkv;       // [(q_local + 2 kv_local) * head_dim, d_model]: wq rows, wk rows, wv rows
+    Tensor wo;         // [d_model, q_local * head_dim]
+    Tensor ffn_norm;   // [1, d_model]
+    Tensor w_gate_up;  // [2 * ffn_local, d_model]: gate rows, then up rows
+    Tensor w_down;     // [d_model, ffn_local]
+  };
+  struct Workspace {
+    Tensor x;        // [T, d_model] residual stream
+    Tensor h;        // [T, d_model] normed
+    Tensor qkv;      // [T, (q_local + 2 kv_local) * head_dim]
+    Tensor attn;     // [T, q_local * head_dim]
+    Tensor proj;     // [T, d_model] partial sums of the row-parallel projections
+    Tensor gate_up;  // [T, 2 * ffn_local]
+    Tensor act;      // [T, ffn_local]
+    Tensor sel;      // [R, d_model] rows that want logits
+    Tensor logits;   // [R, vocab_local]
+  };
+
+  LlamaModel() = default;
+  absl::Status LoadWeights(const model::WeightSource& weights);
+  absl::Status AllocateWorkspace();
+  absl::Status GatherLogits(int64_t rows, std::vector<float>* logits);
+
+  model::ModelConfig config_;
+  model::ShardPlan plan_;
+  EngineOptions options_;
+  Backend* backend_ = nullptr;
+  comm::Communicator* comm_ = nullptr;
+  KvCacheShape kv_shape_;
+
+  Tensor token_embd_;   // [vocab, d_model] (replicated)
+  Tensor output_norm_;  // [1, d_model]
+  Tensor lm_head_;      // [vocab_local, d_model]
+  std::vector<Layer> layers_;
+  Workspace ws_;
+  int64_t weight_bytes_ = 0;
+  int64_t kv_bytes_ = 0;
+
+  std::vector<float> host_partial_;   // [R, vocab_slice_max] this rank's padded logits
+  std::vector<float> host_gathered_;  // [P, R, vocab_slice_max]
+};
+
+}  // namespace tpserve::engine
+
+#endif  // TPSERVE_SERVER_ENGINE_LLAMA_MODEL_H_

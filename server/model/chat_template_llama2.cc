@@ -1,0 +1,63 @@
+// Llama 2 Chat: a leading system message is folded into the first user turn inside
+// <<SYS>>...<</SYS>>; user turns are bos [INST] ... [/INST], assistant turns " ... eos".
+// Users and assistants must alternate, starting with a user.
+#include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
+#include "server/model/chat_template.h"
+#include "server/model/utf8.h"
+
+namespace tpserve::model {
+namespace {
+
+absl::string_view AbslView(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+class Llama2Template final : public ChatTemplate {
+ public:
+  Llama2Template(std::string bos, std::string eos) : bos_(std::move(bos)), eos_(std::move(eos)) {}
+
+  absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
+                                     bool add_generation_prompt) const override {
+    RETURN_IF_ERROR(CheckRoles(messages));
+    if (messages.empty()) {  // the template reads messages[0]['role'], undefined then
+      return absl::InvalidArgumentError("the Llama 2 chat template needs at least one message");
+    }
+    absl::Span<const ChatMessage> loop = messages;
+    std::optional<std::string> system;
+    if (!messages.empty() && messages[0].role == "system") {
+      system = messages[0].content;
+      loop = messages.subspan(1);
+    }
+    std::string out;
+    for (size_t i = 0; i < loop.size(); ++i) {
+      const ChatMessage& m = loop[i];
+      if ((m.role == "user") != (i % 2 == 0)) {
+        return absl::InvalidArgumentError(
+            "Conversation roles must alternate user/assistant/user/assistant/...");
+      }
+      std::string content = m.content;
+      if (i == 0 && system.has_value()) {
+        content = absl::StrCat("<<SYS>>\n", *system, "\n<</SYS>>\n\n", m.content);
+      }
+      const absl::string_view stripped = AbslView(PythonStrip(content));
+      if (m.role == "user") {
+        absl::StrAppend(&out, bos_, "[INST] ", stripped, " [/INST]");
+      } else if (m.role == "assistant") {
+        absl::StrAppend(&out, " ", stripped, " ", eos_);
+      }
+      // A later "system" message at an odd position renders nothing, as in the template.
+    }
+    return out;  // the template has no generation prompt
+  }
+  std::string_view name() const override { return "llama2"; }
+
+ private:
+  std::string bos_, eos_;
+};
+
+}  // namespace
+
+std::unique_ptr<ChatTemplate> NewLlama2Template(std::string bos_token, std::string eos_token) {
+  return std::make_unique<Llama2Template>(std::move(bos_token), std::move(eos_token));
+}
+
+}  // namespace tpserve::model

@@ -1,0 +1,20 @@
+// Q4_1 to f32. block_q4_1 (20 bytes, 32 values): f16 d; f16 m; uint8 qs[16].
+// Value j = (qs[j] & 0xF) * d + m for j < 16 and (qs[j - 16] >> 4) * d + m above.
+#include "server/model/dequantize_kernels.h"
+
+namespace tpserve::model::kernels {
+
+void DequantizeQ4_1(const uint8_t* src, int64_t n_blocks, float* dst) {
+  constexpr int kBlockBytes = 20;
+  for (int64_t b = 0; b < n_blocks; ++b, src += kBlockBytes, dst += 32) {
+    const float d = LoadF16(src);
+    const float m = LoadF16(src + 2);
+    const uint8_t* qs = src + 4;
+    for (int j = 0; j < 16; ++j) {
+      dst[j] = static_cast<float>(qs[j] & 0xF) * d + m;
+      dst[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+}  // namespace tpserve::model::kernels
