@@ -59,7 +59,11 @@ void BM_ReadBandwidth(benchmark::State& state) {
       benchmark::Counter::kIsRate);
   std::free(buf);
 }
-BENCHMARK(BM_ReadBandwidth)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()
+BENCHMARK(BM_ReadBandwidth)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -52,17 +52,17 @@ void BM_PagedAttention(benchmark::State& state) {
   const double iters = static_cast<double>(state.iterations());
   const double kv_bytes = static_cast<double>(n_seqs * ctx * kKvHeads * kHeadDim * 2 * 4);
   state.counters["GB/s"] = benchmark::Counter(kv_bytes * iters / 1e9, benchmark::Counter::kIsRate);
-  state.counters["GFLOP/s"] = benchmark::Counter(
-      positions * kHeads * 4.0 * kHeadDim * iters / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(positions * kHeads * 4.0 * kHeadDim * iters / 1e9,
+                                                 benchmark::Counter::kIsRate);
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"seqs", "t", "ctx", "threads"});
   for (int threads : {1, 2}) {
-    b->Args({1, 1, 512, threads});     // decode, one sequence
-    b->Args({16, 1, 512, threads});    // decode, 16 streams
-    b->Args({32, 1, 2048, threads});   // decode, 32 streams, long context
-    b->Args({1, 128, 128, threads});   // 128-token prefill
+    b->Args({1, 1, 512, threads});    // decode, one sequence
+    b->Args({16, 1, 512, threads});   // decode, 16 streams
+    b->Args({32, 1, 2048, threads});  // decode, 32 streams, long context
+    b->Args({1, 128, 128, threads});  // 128-token prefill
   }
 }
 BENCHMARK(BM_PagedAttention)->Apply(Shapes)->UseRealTime();

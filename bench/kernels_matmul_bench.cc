@@ -35,10 +35,10 @@ void BM_MatmulF32(benchmark::State& state) {
     c = (c + 1) % copies;
   }
   const double iters = static_cast<double>(state.iterations());
-  state.counters["GB/s"] =
-      benchmark::Counter(static_cast<double>(weight_bytes) * iters / 1e9, benchmark::Counter::kIsRate);
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k * iters / 1e9,
-                                                 benchmark::Counter::kIsRate);
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(weight_bytes) * iters / 1e9,
+                                              benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * m * n * k * iters / 1e9, benchmark::Counter::kIsRate);
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {

@@ -15,9 +15,8 @@ void BM_ParallelForOverhead(benchmark::State& state) {
   ThreadPool pool(threads);
   std::atomic<int64_t> sink{0};
   for (auto _ : state) {
-    pool.ParallelFor(threads, [&](int64_t b, int64_t e) {
-      sink.fetch_add(e - b, std::memory_order_relaxed);
-    });
+    pool.ParallelFor(
+        threads, [&](int64_t b, int64_t e) { sink.fetch_add(e - b, std::memory_order_relaxed); });
   }
   benchmark::DoNotOptimize(sink.load());
 }

@@ -15,8 +15,9 @@ void AddTo(const float* a, const float* b, float* out, int64_t n) {
   }
   if (i < n) {
     const __m256i mask = TailMask(n - i);
-    _mm256_maskstore_ps(out + i, mask,
-                        _mm256_add_ps(_mm256_maskload_ps(a + i, mask), _mm256_maskload_ps(b + i, mask)));
+    _mm256_maskstore_ps(
+        out + i, mask,
+        _mm256_add_ps(_mm256_maskload_ps(a + i, mask), _mm256_maskload_ps(b + i, mask)));
   }
 }
 

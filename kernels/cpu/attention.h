@@ -13,7 +13,7 @@
 // cached values, never on which physical blocks hold them, on the other tokens or sequences of
 // the step, or on the thread count. Scores are dot products in a fixed order; the online softmax
 // walks positions in increasing order in chunks aligned to absolute multiples of block_size.
-// Threads split (token, kv head) units; a unit is never split.
+// Threads split (token, KV heads) units; one query head of one token is never split.
 #ifndef TPSERVE_KERNELS_CPU_ATTENTION_H_
 #define TPSERVE_KERNELS_CPU_ATTENTION_H_
 

@@ -58,12 +58,11 @@ void CheckAgainstReference(int64_t n_heads, int64_t n_kv, int64_t hd, int64_t bl
   std::vector<float> out(t * n_heads * hd), ref(out.size());
   PagedAttention(&q[0], t, start_pos, table.data(), n_blocks, f.cache, n_heads, scale, out.data(),
                  pool);
-  reference::PagedAttention(&q[0], t, start_pos, table.data(), f.cache, n_heads, scale,
-                            ref.data());
+  reference::PagedAttention(&q[0], t, start_pos, table.data(), f.cache, n_heads, scale, ref.data());
   const double tol = Tolerance(hd, scale, ctx);
   for (size_t i = 0; i < out.size(); ++i) {
-    ASSERT_NEAR(out[i], ref[i], tol) << "hd=" << hd << " bs=" << block_size << " start="
-                                     << start_pos << " t=" << t << " i=" << i;
+    ASSERT_NEAR(out[i], ref[i], tol) << "hd=" << hd << " bs=" << block_size
+                                     << " start=" << start_pos << " t=" << t << " i=" << i;
   }
 }
 
@@ -71,11 +70,11 @@ TEST(AttentionTest, MatchesReference) {
   ThreadPool pool(2);
   for (int64_t hd : {64, 3, 17}) {
     for (int64_t bs : {16, 1, 5}) {
-      CheckAgainstReference(9, 3, hd, bs, 0, 1, &pool);     // first token
-      CheckAgainstReference(9, 3, hd, bs, 0, 17, &pool);    // prefill
-      CheckAgainstReference(9, 3, hd, bs, 40, 1, &pool);    // decode
-      CheckAgainstReference(4, 1, hd, bs, 63, 23, &pool);   // chunked prefill, MQA
-      CheckAgainstReference(2, 2, hd, bs, 576, 3, &pool);   // MHA, longer context
+      CheckAgainstReference(9, 3, hd, bs, 0, 1, &pool);    // first token
+      CheckAgainstReference(9, 3, hd, bs, 0, 17, &pool);   // prefill
+      CheckAgainstReference(9, 3, hd, bs, 40, 1, &pool);   // decode
+      CheckAgainstReference(4, 1, hd, bs, 63, 23, &pool);  // chunked prefill, MQA
+      CheckAgainstReference(2, 2, hd, bs, 576, 3, &pool);  // MHA, longer context
     }
   }
 }
@@ -119,7 +118,7 @@ TEST(AttentionTest, BatchAndLayoutInvariant) {
 // Several sequences in one batched call == each sequence alone, for 1..3 threads.
 TEST(AttentionTest, BatchedEntryMatchesPerSequenceCalls) {
   const int64_t n_heads = 9, n_kv = 3, hd = 64, bs = 16;
-  const std::vector<int64_t> lens = {1, 130, 1, 1, 45, 1};   // new tokens per sequence
+  const std::vector<int64_t> lens = {1, 130, 1, 1, 45, 1};  // new tokens per sequence
   const std::vector<int32_t> starts = {200, 0, 17, 0, 80, 511};
   const int64_t row = n_heads * hd;
   Fixture f(200, bs, n_kv, hd);
@@ -153,8 +152,8 @@ TEST(AttentionTest, BatchedEntryMatchesPerSequenceCalls) {
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
     std::vector<float> out(q.size());
-    PagedAttentionBatch(q.data(), seqs.data(), static_cast<int64_t>(seqs.size()), f.cache,
-                        n_heads, 0.125f, out.data(), &pool);
+    PagedAttentionBatch(q.data(), seqs.data(), static_cast<int64_t>(seqs.size()), f.cache, n_heads,
+                        0.125f, out.data(), &pool);
     EXPECT_TRUE(BitEqual(out.data(), expected.data(), static_cast<int64_t>(q.size())))
         << threads << " threads";
   }

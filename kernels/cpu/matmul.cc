@@ -117,8 +117,8 @@ template <bool kAccumulate>
 void MatmulColumns(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
                    int64_t j0, int64_t j1) {
   const int64_t row_bytes = std::max<int64_t>(k, 1) * static_cast<int64_t>(sizeof(float));
-  const int64_t block = std::max<int64_t>(
-      kColumnUnit, kColumnBlockBytes / row_bytes / kColumnUnit * kColumnUnit);
+  const int64_t block =
+      std::max<int64_t>(kColumnUnit, kColumnBlockBytes / row_bytes / kColumnUnit * kColumnUnit);
   for (int64_t jb = j0; jb < j1; jb += block) {
     const int64_t je = std::min(j1, jb + block);
     if (m < 4) {
@@ -160,8 +160,8 @@ void MatmulF32(const float* x, const float* w, float* y, int64_t m, int64_t n, i
   Matmul<false>(x, w, y, m, n, k, pool);
 }
 
-void MatmulF32Accumulate(const float* x, const float* w, float* y, int64_t m, int64_t n,
-                         int64_t k, ThreadPool* pool) {
+void MatmulF32Accumulate(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
+                         ThreadPool* pool) {
   Matmul<true>(x, w, y, m, n, k, pool);
 }
 

@@ -21,7 +21,7 @@ using testing::RandomVector;
 double Bound(const float* x, const float* w, int64_t k) {
   double abs_dot = 0.0;
   for (int64_t p = 0; p < k; ++p) abs_dot += std::fabs(static_cast<double>(x[p]) * w[p]);
-  return (static_cast<double>((k + 7) / 8) + 4.0) * kUnitRoundoff * abs_dot + 1e-30;
+  return (std::ceil(static_cast<double>(k) / 8.0) + 4.0) * kUnitRoundoff * abs_dot + 1e-30;
 }
 
 void CheckAgainstReference(int64_t m, int64_t n, int64_t k, ThreadPool* pool) {
@@ -57,8 +57,8 @@ TEST(MatmulTest, MatchesReferenceRealisticShapes) {
 
 TEST(MatmulTest, AccumulateAddsOnceToExistingValues) {
   const int64_t m = 3, n = 37, k = 65;
-  const std::vector<float> x = RandomVector(m * k, 11);  // [m, k]
-  const std::vector<float> w = RandomVector(n * k, 12);  // [n, k]
+  const std::vector<float> x = RandomVector(m * k, 11);   // [m, k]
+  const std::vector<float> w = RandomVector(n * k, 12);   // [n, k]
   const std::vector<float> y0 = RandomVector(m * n, 13);  // [m, n]
   std::vector<float> prod(m * n), acc = y0;
   MatmulF32(x.data(), w.data(), prod.data(), m, n, k, nullptr);

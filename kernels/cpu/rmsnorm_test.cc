@@ -37,8 +37,8 @@ TEST(RmsNormTest, MatchesReference) {
 
 TEST(RmsNormTest, InPlaceAndAddVariant) {
   const int64_t m = 3, d = 577;
-  const std::vector<float> x = RandomVector(m * d, 5);       // [m, d]
-  const std::vector<float> delta = RandomVector(m * d, 6);   // [m, d]
+  const std::vector<float> x = RandomVector(m * d, 5);      // [m, d]
+  const std::vector<float> delta = RandomVector(m * d, 6);  // [m, d]
   const std::vector<float> w = RandomVector(d, 7, 0.5f, 1.5f);
   std::vector<float> expected(m * d), in_place = x;
   RmsNorm(x.data(), w.data(), 1e-6f, expected.data(), m, d);

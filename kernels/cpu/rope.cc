@@ -115,16 +115,16 @@ void RopeTable::CosSin(int32_t pos, float* cos, float* sin) const {
   }
 }
 
-void ApplyRope(const RopeTable& table, float* x, int64_t row_stride, const int32_t* pos,
-               int64_t m, int64_t n_heads, ThreadPool* pool) {
+void ApplyRope(const RopeTable& table, float* x, int64_t row_stride, const int32_t* pos, int64_t m,
+               int64_t n_heads, ThreadPool* pool) {
   const int64_t head_dim = table.params().head_dim;
   const int64_t half = head_dim / 2;
   CHECK_GE(row_stride, n_heads * head_dim);
   const bool neox = table.params().layout == RopeLayout::kNeox;
   auto run = [&](int64_t begin, int64_t end) {
     std::vector<float> scratch(4 * head_dim);
-    float* cos = scratch.data();             // [half]
-    float* sin = cos + half;                 // [half]
+    float* cos = scratch.data();              // [half]
+    float* sin = cos + half;                  // [half]
     float* cos2 = scratch.data() + head_dim;  // [head_dim], interleaved layout only
     float* sin2 = cos2 + head_dim;            // [head_dim]
     for (int64_t r = begin; r < end; ++r) {

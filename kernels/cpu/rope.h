@@ -32,7 +32,7 @@ enum class RopeScaling {
 };
 
 struct RopeParams {
-  int64_t head_dim = 64;  // rotary dims = head_dim (even)
+  int64_t head_dim = 64;   // rotary dims = head_dim (even)
   double theta = 10000.0;  // freq_base
   RopeLayout layout = RopeLayout::kInterleaved;
   RopeScaling scaling = RopeScaling::kNone;
@@ -67,8 +67,8 @@ class RopeTable {
 //      QKV output [m, (n_heads + 2 * n_kv_heads) * head_dim] in place),
 //   pos: [m] position of each row (>= 0).
 // pool may be null.
-void ApplyRope(const RopeTable& table, float* x, int64_t row_stride, const int32_t* pos,
-               int64_t m, int64_t n_heads, ThreadPool* pool = nullptr);
+void ApplyRope(const RopeTable& table, float* x, int64_t row_stride, const int32_t* pos, int64_t m,
+               int64_t n_heads, ThreadPool* pool = nullptr);
 
 }  // namespace tpserve::kernels::cpu
 

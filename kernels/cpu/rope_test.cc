@@ -18,8 +18,7 @@ using testing::RandomVector;
 // rounding and the FMA's final rounding: |err| <= 4 u (|x0| + |x1|). We bound by 4 u * 2 max|x|.
 constexpr double kAbsTol = 4.0 * kUnitRoundoff * 2.0 * 2.0;  // inputs in [-2, 2]
 
-void CheckAgainstReference(const RopeParams& params, int64_t m, int64_t n_heads,
-                           ThreadPool* pool) {
+void CheckAgainstReference(const RopeParams& params, int64_t m, int64_t n_heads, ThreadPool* pool) {
   const RopeTable table(params);
   const int64_t d = params.head_dim;
   std::vector<float> x = RandomVector(m * n_heads * d, 3 + d, -2, 2);  // [m, n_heads, d]
@@ -70,7 +69,7 @@ TEST(RopeTest, Llama3FrequenciesKeepHighAndDivideLow) {
   RopeParams plain = p;
   plain.scaling = RopeScaling::kNone;
   const RopeTable scaled(p), unscaled(plain);
-  EXPECT_EQ(scaled.inv_freq()[0], unscaled.inv_freq()[0]);              // wavelength 2π
+  EXPECT_EQ(scaled.inv_freq()[0], unscaled.inv_freq()[0]);               // wavelength 2π
   EXPECT_DOUBLE_EQ(scaled.inv_freq()[63], unscaled.inv_freq()[63] / 8);  // longest wavelength
 }
 

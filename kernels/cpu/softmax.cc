@@ -22,8 +22,8 @@ float RowMax(const float* x, int64_t n) {
   for (; i + 8 <= n; i += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(x + i));
   if (i < n) {
     const __m256i mask = TailMask(n - i);
-    const __m256 v = _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(x + i, mask),
-                                      _mm256_castsi256_ps(mask));
+    const __m256 v =
+        _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(x + i, mask), _mm256_castsi256_ps(mask));
     mx = _mm256_max_ps(mx, v);
   }
   return HorizontalMax(mx);
@@ -92,7 +92,8 @@ void LogSoftmax(const float* x, float* out, int64_t m, int64_t n, ThreadPool* po
       const float mx = RowMax(x + r * n, n);
       const float sum = ExpSum(x + r * n, mx, nullptr, n);
       // x - (mx + log(sum)), the offset formed in double and rounded once.
-      const float offset = static_cast<float>(static_cast<double>(mx) + std::log(static_cast<double>(sum)));
+      const float offset =
+          static_cast<float>(static_cast<double>(mx) + std::log(static_cast<double>(sum)));
       if (out != x) std::copy(x + r * n, x + (r + 1) * n, out + r * n);
       MulAdd(out + r * n, 1.0f, -offset, n);
     }

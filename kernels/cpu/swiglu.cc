@@ -23,8 +23,9 @@ void Row(const float* gate, const float* up, float* out, int64_t f) {
   }
   if (i < f) {
     const __m256i mask = TailMask(f - i);
-    _mm256_maskstore_ps(out + i, mask,
-                        SiluMul(_mm256_maskload_ps(gate + i, mask), _mm256_maskload_ps(up + i, mask)));
+    _mm256_maskstore_ps(
+        out + i, mask,
+        SiluMul(_mm256_maskload_ps(gate + i, mask), _mm256_maskload_ps(up + i, mask)));
   }
 }
 
@@ -32,7 +33,9 @@ void Row(const float* gate, const float* up, float* out, int64_t f) {
 void Rows(const float* gate, const float* up, int64_t in_stride, float* out, int64_t m, int64_t f,
           ThreadPool* pool) {
   auto run = [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) Row(gate + r * in_stride, up + r * in_stride, out + r * f, f);
+    for (int64_t r = begin; r < end; ++r) {
+      Row(gate + r * in_stride, up + r * in_stride, out + r * f, f);
+    }
   };
   if (pool == nullptr || m * f < kParallelElements) {
     run(0, m);

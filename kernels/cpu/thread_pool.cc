@@ -37,8 +37,7 @@ bool ThreadPool::ClaimAndRun(int index) {
   return true;
 }
 
-void ThreadPool::ParallelFor(int64_t n,
-                             const std::function<void(int64_t begin, int64_t end)>& fn) {
+void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn) {
   if (n <= 0) return;
   if (num_threads_ == 1 || n == 1) {
     fn(0, n);
@@ -90,8 +89,7 @@ void ThreadPool::WorkerLoop(int index) {
         uint64_t seen;
       } arg{&generation_, seen};
       mu_.Await(absl::Condition(
-          +[](Arg* a) { return a->generation->load(std::memory_order_seq_cst) != a->seen; },
-          &arg));
+          +[](Arg* a) { return a->generation->load(std::memory_order_seq_cst) != a->seen; }, &arg));
       sleeping_workers_.fetch_sub(1, std::memory_order_relaxed);
       g = generation_.load(std::memory_order_acquire);
     }

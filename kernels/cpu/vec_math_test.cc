@@ -38,7 +38,8 @@ TEST(VecMathTest, ExpSpecialValues) {
   EXPECT_EQ(ExpScalar(89.0f), std::numeric_limits<float>::infinity());
   EXPECT_TRUE(std::isnan(ExpScalar(std::numeric_limits<float>::quiet_NaN())));
   // Just below overflow and in the denormal range: still close to the true value.
-  EXPECT_LE(UlpDistance(ExpScalar(88.72f), static_cast<float>(std::exp(static_cast<double>(88.72f)))), 2);
+  EXPECT_LE(
+      UlpDistance(ExpScalar(88.72f), static_cast<float>(std::exp(static_cast<double>(88.72f)))), 2);
   const float tiny = ExpScalar(-100.0f);
   EXPECT_NEAR(tiny, std::exp(-100.0), 2e-45);
 }

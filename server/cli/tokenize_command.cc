@@ -103,8 +103,8 @@ absl::Status RunTokenize(const TokenizeOptions& options, std::istream& in, std::
     auto piece = [&](int32_t id) {
       return tokenizer->IsValidId(id) ? std::string(tokenizer->TokenPiece(id)) : std::string();
     };
-    ASSIGN_OR_RETURN(chat, ChatTemplate::FromText(text, piece(tokenizer->bos_id()),
-                                                  piece(tokenizer->eos_id())));
+    ASSIGN_OR_RETURN(
+        chat, ChatTemplate::FromText(text, piece(tokenizer->bos_id()), piece(tokenizer->eos_id())));
   }
   std::string line;
   while (std::getline(in, line)) {

@@ -20,12 +20,12 @@
 namespace tpserve::cli {
 
 struct TokenizeOptions {
-  std::string model_path;   // GGUF file, or Hugging Face directory / tokenizer.json
-  bool decode = false;      // lines are JSON arrays of ids; print JSON strings of text
-  bool chat = false;        // lines are JSON lists of {role, content}; render the template first
-  bool add_special = false; // add BOS/EOS when the model asks for it
-  bool render = false;       // with chat: print the rendered prompt instead of its ids
-  bool skip_special = false; // with decode: leave special tokens out of the text
+  std::string model_path;     // GGUF file, or Hugging Face directory / tokenizer.json
+  bool decode = false;        // lines are JSON arrays of ids; print JSON strings of text
+  bool chat = false;          // lines are JSON lists of {role, content}; render the template first
+  bool add_special = false;   // add BOS/EOS when the model asks for it
+  bool render = false;        // with chat: print the rendered prompt instead of its ids
+  bool skip_special = false;  // with decode: leave special tokens out of the text
   std::string chat_template_path;  // with chat: a Jinja file to use instead of the model's
 };
 

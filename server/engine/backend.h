@@ -76,7 +76,7 @@ class Backend {
                                  int64_t n_kv_heads, Tensor out) = 0;
   // out = silu(gate) * up; gate_up: [m, 2f] (gate columns first), out: [m, f].
   virtual absl::Status SwiGlu(const Tensor& gate_up, Tensor out) = 0;
-  // out[j, :] = x[last token of the j-th sequence that wants logits, :].
+  // out[j, :] = x[j-th row whose logits the step wants (StepSequence::num_logit_rows), :].
   virtual absl::Status GatherLogitRows(const Tensor& x, Tensor out) = 0;
 };
 

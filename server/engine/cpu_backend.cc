@@ -128,8 +128,9 @@ absl::Status CpuBackend::BeginStep(const StepBatch& batch) {
       tokens_.push_back(seq.tokens[i]);
       positions_.push_back(seq.start_pos + static_cast<int32_t>(i));
     }
-    if (seq.want_logits && !seq.tokens.empty()) {
-      logit_rows_.push_back(static_cast<int32_t>(tokens_.size() - 1));
+    const auto end = static_cast<int32_t>(tokens_.size());
+    for (int64_t r = end - seq.num_logit_rows(); r < end; ++r) {
+      logit_rows_.push_back(static_cast<int32_t>(r));
     }
     sequences_[s].start_pos = seq.start_pos;
     sequences_[s].block_table = seq.block_table;

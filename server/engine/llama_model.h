@@ -42,7 +42,8 @@ class LlamaModel {
                                                           const EngineOptions& options);
 
   // Runs one step. `logits` receives, on every rank, [batch.num_logit_rows(), vocab_size]
-  // f32: the logits of the last new token of each sequence that wants them, in batch order.
+  // f32: for each sequence in batch order, the logits of its last new token (want_logits)
+  // or of every new token (all_logits).
   // InvalidArgument for a batch over the limits or with a bad token id / block table.
   absl::Status Forward(const StepBatch& batch, std::vector<float>* logits);
 

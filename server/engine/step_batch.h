@@ -14,6 +14,12 @@ struct StepSequence {
   int32_t start_pos = 0;             // position of tokens[0] in the sequence
   std::vector<int32_t> block_table;  // physical KV blocks covering [0, start_pos + tokens)
   bool want_logits = true;           // return logits of its last new token
+  bool all_logits = false;           // return logits of every new token (prompt logprobs)
+
+  int64_t num_logit_rows() const {
+    if (all_logits) return static_cast<int64_t>(tokens.size());
+    return want_logits && !tokens.empty() ? 1 : 0;
+  }
 };
 
 struct StepBatch {
@@ -26,7 +32,7 @@ struct StepBatch {
   }
   int64_t num_logit_rows() const {
     int64_t n = 0;
-    for (const StepSequence& s : sequences) n += s.want_logits ? 1 : 0;
+    for (const StepSequence& s : sequences) n += s.num_logit_rows();
     return n;
   }
 };

@@ -21,9 +21,9 @@ namespace tpserve::model {
 
 // Token strings as the model file spells them, and their inverse.
 struct Vocab {
-  std::vector<std::string> tokens;                   // [vocab_size]
-  absl::flat_hash_map<std::string, int32_t> ids;     // token string -> id
-  int32_t unk_id = -1;                               // -1: none
+  std::vector<std::string> tokens;                // [vocab_size]
+  absl::flat_hash_map<std::string, int32_t> ids;  // token string -> id
+  int32_t unk_id = -1;                            // -1: none
 
   // Builds `ids` from `tokens`; a duplicate token string keeps its first id.
   static std::shared_ptr<Vocab> FromTokens(std::vector<std::string> tokens, int32_t unk_id);
@@ -96,8 +96,8 @@ struct SentencePieceOptions {
   // kFirst: only before a segment at the start of the text (HF Metaspace "first").
   Prepend prepend = Prepend::kAlways;
   bool byte_fallback = true;
-  bool fuse_unk = false;                 // consecutive unknown characters give one unk
-  bool strip_leading_space = true;       // decoder drops one leading space
+  bool fuse_unk = false;            // consecutive unknown characters give one unk
+  bool strip_leading_space = true;  // decoder drops one leading space
 };
 
 // Merges by rank (Hugging Face tokenizer.json "BPE" model with byte_fallback).

@@ -126,8 +126,7 @@ class ByteLevelBpe final : public BpeModel {
   absl::flat_hash_map<char32_t, uint8_t> code_point_to_byte_;
 
   mutable absl::Mutex cache_mu_;
-  mutable absl::flat_hash_map<std::string, std::vector<int32_t>> cache_
-      ABSL_GUARDED_BY(cache_mu_);
+  mutable absl::flat_hash_map<std::string, std::vector<int32_t>> cache_ ABSL_GUARDED_BY(cache_mu_);
 };
 
 }  // namespace

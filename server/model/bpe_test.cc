@@ -48,13 +48,13 @@ TEST(MergeLinesTest, SplitsAtFirstSpace) {
 TEST(ByteLevelBpeTest, MergesWithinPreTokenizedPieces) {
   std::vector<std::string> tokens;
   for (char c = 'a'; c <= 'z'; ++c) tokens.push_back(std::string(1, c));
-  tokens.push_back("\xC4\xA0");            // 26: Ġ
-  tokens.push_back("\xC4\xA0h");           // 27
-  tokens.push_back("\xC4\xA0hi");          // 28
-  tokens.push_back("hi");                  // 29
+  tokens.push_back("\xC4\xA0");    // 26: Ġ
+  tokens.push_back("\xC4\xA0h");   // 27
+  tokens.push_back("\xC4\xA0hi");  // 28
+  tokens.push_back("hi");          // 29
   auto vocab = Vocab::FromTokens(tokens, -1);
-  auto bpe = NewByteLevelBpe(vocab, {{"\xC4\xA0", "h"}, {"\xC4\xA0h", "i"}, {"h", "i"}}, "gpt2",
-                             false);
+  auto bpe =
+      NewByteLevelBpe(vocab, {{"\xC4\xA0", "h"}, {"\xC4\xA0h", "i"}, {"h", "i"}}, "gpt2", false);
   ASSERT_TRUE(bpe.ok()) << bpe.status();
   std::vector<int32_t> ids;
   (*bpe)->EncodeSegment("hi hi", true, &ids);
@@ -70,8 +70,8 @@ TEST(ByteLevelBpeTest, MergesWithinPreTokenizedPieces) {
 SentencePieceOptions Llama2Options() { return SentencePieceOptions{}; }
 
 std::shared_ptr<Vocab> SpmVocab() {
-  std::vector<std::string> tokens = {"<unk>", "\xE2\x96\x81", "h", "i", "\xE2\x96\x81h",
-                                     "\xE2\x96\x81hi"};
+  std::vector<std::string> tokens = {"<unk>", "\xE2\x96\x81",  "h",
+                                     "i",     "\xE2\x96\x81h", "\xE2\x96\x81hi"};
   for (int b = 0; b < 256; ++b) {
     char name[8];
     snprintf(name, sizeof(name), "<0x%02X>", b);
@@ -106,8 +106,8 @@ TEST(SentencePieceBpeTest, UnknownWithoutByteFallbackFusesToOneUnk) {
 
 TEST(SentencePieceBpeTest, ScoreMergesPreferHighestScore) {
   // "▁hi" reachable as (▁h)+i or ▁+(hi); scores decide which pair merges first.
-  std::vector<std::string> tokens = {"<unk>", "\xE2\x96\x81", "h", "i", "\xE2\x96\x81h", "hi",
-                                     "\xE2\x96\x81hi"};
+  std::vector<std::string> tokens = {"<unk>", "\xE2\x96\x81",  "h", "i", "\xE2\x96\x81h",
+                                     "hi",    "\xE2\x96\x81hi"};
   auto vocab = Vocab::FromTokens(tokens, 0);
   std::vector<float> scores = {0, 0, 0, 0, -5, -1, -2};
   SentencePieceOptions options;

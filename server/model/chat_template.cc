@@ -23,8 +23,9 @@ absl::Status CheckRoles(absl::Span<const ChatMessage> messages) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromText(
-    std::string_view template_text, std::string bos_token, std::string eos_token) {
+absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromText(std::string_view template_text,
+                                                                     std::string bos_token,
+                                                                     std::string eos_token) {
   const std::string_view t = template_text;
   if (Contains(t, "<|im_start|>")) {
     ASSIGN_OR_RETURN(std::optional<std::string> default_system, ParseChatMlDefaultSystem(t));
@@ -40,9 +41,9 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromText(
     return NewMistralTemplate(std::move(bos_token), std::move(eos_token));
   }
   std::string head(t.substr(0, 60));
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unrecognised chat template (not ChatML, Llama 2, Llama 3 or Mistral): \"", head,
-      t.size() > head.size() ? "...\"" : "\""));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unrecognised chat template (not ChatML, Llama 2, Llama 3 or Mistral): \"", head,
+                   t.size() > head.size() ? "...\"" : "\""));
 }
 
 }  // namespace tpserve::model

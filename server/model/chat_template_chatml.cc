@@ -48,11 +48,22 @@ size_t ReadStringLiteral(std::string_view t, size_t pos, std::string* out) {
       if (pos >= t.size()) return std::string_view::npos;
       c = t[pos++];
       switch (c) {
-        case 'n': c = '\n'; break;
-        case 't': c = '\t'; break;
-        case 'r': c = '\r'; break;
-        case '\\': case '\'': case '"': break;
-        default: out->push_back('\\'); break;  // Python keeps unknown escapes verbatim
+        case 'n':
+          c = '\n';
+          break;
+        case 't':
+          c = '\t';
+          break;
+        case 'r':
+          c = '\r';
+          break;
+        case '\\':
+        case '\'':
+        case '"':
+          break;
+        default:
+          out->push_back('\\');
+          break;  // Python keeps unknown escapes verbatim
       }
     }
     out->push_back(c);

@@ -26,8 +26,8 @@ class MistralTemplate final : public ChatTemplate {
       } else if (m.role == "assistant") {
         absl::StrAppend(&out, m.content, eos_);
       } else {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Only user and assistant roles are supported! (got '", m.role, "')"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("Only user and assistant roles are supported! (got '", m.role, "')"));
       }
     }
     return out;  // the template has no generation prompt

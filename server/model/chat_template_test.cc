@@ -56,10 +56,10 @@ TEST(ChatTemplateTest, Llama2) {
   auto t = Make("{% if messages[0]['role'] == 'system' %}... <<SYS>> ... [INST] ...");
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->name(), "llama2");
-  EXPECT_EQ(Render(*t, {{"system", "Sys"}, {"user", " Hi \n"}, {"assistant", " Yo "},
-                        {"user", "More"}}),
-            // strip() applies to the joined text, so " Hi" keeps its space.
-            "<s>[INST] <<SYS>>\nSys\n<</SYS>>\n\n Hi [/INST] Yo </s><s>[INST] More [/INST]");
+  EXPECT_EQ(
+      Render(*t, {{"system", "Sys"}, {"user", " Hi \n"}, {"assistant", " Yo "}, {"user", "More"}}),
+      // strip() applies to the joined text, so " Hi" keeps its space.
+      "<s>[INST] <<SYS>>\nSys\n<</SYS>>\n\n Hi [/INST] Yo </s><s>[INST] More [/INST]");
   EXPECT_EQ(Render(*t, {{"user", "Hi"}}), "<s>[INST] Hi [/INST]");
   auto bad = t->Render({{"user", "a"}, {"user", "b"}}, true);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("alternate"));
@@ -97,8 +97,8 @@ TEST(ChatTemplateTest, UnknownRoleIsNamed) {
 }
 
 TEST(ChatTemplateTest, UnknownTemplateIsAnError) {
-  auto t = ChatTemplate::FromText("{% for m in messages %}### {{ m.role }}: {{ m.content }}",
-                                  "<s>", "</s>");
+  auto t = ChatTemplate::FromText("{% for m in messages %}### {{ m.role }}: {{ m.content }}", "<s>",
+                                  "</s>");
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(t.status().message()), HasSubstr("unrecognised chat template"));

@@ -91,7 +91,9 @@ TEST(IncrementalDecoderTest, IncompleteTailFlushesAsReplacement) {
   EXPECT_EQ(*decoder.Feed(3 + 0x9F), "");
   EXPECT_EQ(decoder.pending_bytes(), 2u);
   // A byte that cannot continue the sequence: the broken prefix is replaced, "A" follows.
-  EXPECT_EQ(*decoder.Feed(3 + 'A'), "\xEF\xBF\xBD" "A");
+  EXPECT_EQ(*decoder.Feed(3 + 'A'),
+            "\xEF\xBF\xBD"
+            "A");
   EXPECT_EQ(*decoder.Feed(3 + 0xE4), "");
   EXPECT_EQ(decoder.Flush(), "\xEF\xBF\xBD");
   EXPECT_EQ(decoder.pending_bytes(), 0u);

@@ -13,9 +13,8 @@ namespace {
 
 // Hugging Face's regexes run on Oniguruma, whose \s is Unicode White_Space; PCRE2's \s with
 // UCP lacks U+0085 (NEL), so it is spelt out as [\s\x{85}] (and \S as [^\s\x{85}]).
-constexpr char kGpt2[] =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\x{85}\p{L}\p{N}]+)"
-    R"(|[\s\x{85}]+(?![^\s\x{85}])|[\s\x{85}]+)";
+constexpr char kGpt2[] = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\x{85}\p{L}\p{N}]+)"
+                         R"(|[\s\x{85}]+(?![^\s\x{85}])|[\s\x{85}]+)";
 constexpr char kDigits[] = R"(\p{N})";
 constexpr char kLlama3[] =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3})"
@@ -44,7 +43,8 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(std::string_v
   } else if (type == "qwen2") {
     patterns = {kQwen2};
   } else if (type != "none") {
-    return absl::InvalidArgumentError(absl::StrCat("unsupported pre-tokenizer type '", std::string(type), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unsupported pre-tokenizer type '", std::string(type), "'"));
   }
   auto pre = std::unique_ptr<PreTokenizer>(new PreTokenizer());
   pre->type_ = std::string(type);

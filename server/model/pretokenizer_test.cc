@@ -31,7 +31,10 @@ TEST(PreTokenizerTest, Llama3GroupsThreeDigits) {
 
 TEST(PreTokenizerTest, NelIsWhitespaceAsInOniguruma) {
   // U+0085 is Unicode White_Space: "a" then the space run, not a punctuation piece.
-  EXPECT_THAT(Split("gpt2", "a\xC2\x85" "b"), ElementsAre("a", "\xC2\x85", "b"));
+  EXPECT_THAT(Split("gpt2",
+                    "a\xC2\x85"
+                    "b"),
+              ElementsAre("a", "\xC2\x85", "b"));
 }
 
 TEST(PreTokenizerTest, NoneKeepsTextWhole) {

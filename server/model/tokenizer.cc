@@ -20,9 +20,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(TokenizerSpec spec)
   const auto n = static_cast<int32_t>(spec.vocab->tokens.size());
   auto in_range = [n](int32_t id) { return id >= 0 && id < n; };
   if (spec.bos_id >= n || spec.eos_id >= n) {
-    return absl::InvalidArgumentError(absl::StrCat("bos id ", spec.bos_id, " or eos id ",
-                                                   spec.eos_id, " is outside the vocabulary of ",
-                                                   n));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bos id ", spec.bos_id, " or eos id ", spec.eos_id, " is outside the vocabulary of ", n));
   }
   if (spec.add_bos && spec.bos_id < 0) {
     return absl::InvalidArgumentError("tokenizer adds BOS but has no BOS token");

@@ -26,8 +26,8 @@ struct TokenizerSpec {
   std::vector<AddedToken> added_tokens;  // ids within the vocabulary
   int32_t bos_id = -1;                   // -1: none
   int32_t eos_id = -1;
-  bool add_bos = false;  // Encode(add_special=true) prepends BOS
-  bool add_eos = false;  // ... and appends EOS
+  bool add_bos = false;       // Encode(add_special=true) prepends BOS
+  bool add_eos = false;       // ... and appends EOS
   std::string chat_template;  // Jinja text from the model files, or empty
 };
 

@@ -16,7 +16,8 @@ constexpr int64_t kTypeUserDefined = 4;
 template <typename T>
 absl::StatusOr<T> Required(absl::StatusOr<T> value, std::string_view key) {
   if (absl::IsNotFound(value.status())) {
-    return absl::InvalidArgumentError(absl::StrCat("GGUF has no tokenizer key '", std::string(key), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("GGUF has no tokenizer key '", std::string(key), "'"));
   }
   return value;
 }

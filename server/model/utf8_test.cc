@@ -27,7 +27,10 @@ TEST(Utf8Test, CompletePrefixHoldsBackOnlyAnIncompleteTail) {
 }
 
 TEST(Utf8Test, LossyReplacesMaximalSubparts) {
-  EXPECT_EQ(Utf8Lossy("a\xE4\xBD" "b"), "a\xEF\xBF\xBD" "b");  // one U+FFFD for E4 BD
+  EXPECT_EQ(Utf8Lossy("a\xE4\xBD"
+                      "b"),
+            "a\xEF\xBF\xBD"
+            "b");  // one U+FFFD for E4 BD
   EXPECT_EQ(Utf8Lossy("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");
   EXPECT_EQ(Utf8Lossy("\xF0\x9F\x98\x80"), "\xF0\x9F\x98\x80");
 }
@@ -44,7 +47,7 @@ TEST(Utf8Test, AppendAndDecodeRoundTrip) {
 
 TEST(Utf8Test, PythonStrip) {
   EXPECT_EQ(PythonStrip(" \t\n hi there \r\n"), "hi there");
-  EXPECT_EQ(PythonStrip("\xE3\x80\x80x\xC2\x85"), "x");  // U+3000, U+0085
+  EXPECT_EQ(PythonStrip("\xE3\x80\x80x\xC2\x85"), "x");      // U+3000, U+0085
   EXPECT_EQ(PythonStrip("\xE2\x80\x8Bx"), "\xE2\x80\x8Bx");  // U+200B is not a space
   EXPECT_EQ(PythonStrip("   "), "");
 }

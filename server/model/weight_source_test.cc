@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/model/model_config_test_util.h"
@@ -32,11 +33,15 @@ std::vector<float> Values(int64_t n, float seed) {
 // independently of the code under test.
 std::vector<float> Permute(const std::vector<float>& hf, int64_t n_head, int64_t cols) {
   std::vector<float> out(hf.size());
-  for (int64_t h = 0; h < n_head; ++h)
-    for (int64_t i = 0; i < kHd / 2; ++i)
-      for (int64_t j = 0; j < 2; ++j)
-        for (int64_t c = 0; c < cols; ++c)
+  for (int64_t h = 0; h < n_head; ++h) {
+    for (int64_t i = 0; i < kHd / 2; ++i) {
+      for (int64_t j = 0; j < 2; ++j) {
+        for (int64_t c = 0; c < cols; ++c) {
           out[(h * kHd + 2 * i + j) * cols + c] = hf[(h * kHd + j * kHd / 2 + i) * cols + c];
+        }
+      }
+    }
+  }
   return out;
 }
 
@@ -66,7 +71,9 @@ const std::map<std::string, Tensor>& Layout() {
 class WeightSourceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / "weight_source_test";
+    dir_ = fs::path(::testing::TempDir()) /
+           absl::StrCat("weight_source_test_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "hf");
     GgufBuilder g;

@@ -5,6 +5,7 @@
 //                                   raw little-endian f32 of the (sub-)matrix, row-major
 //   weights_dump dump PATH DIR      DIR/<name>.f32 for every tensor
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -83,9 +84,14 @@ absl::Status Run(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const absl::Status s = Run(std::vector<std::string>(argv + 1, argv + argc));
-  if (!s.ok()) {
-    std::cerr << "weights_dump: " << s << "\n";
+  try {
+    const absl::Status s = Run(std::vector<std::string>(argv + 1, argv + argc));
+    if (!s.ok()) {
+      std::cerr << "weights_dump: " << s << "\n";
+      return 1;
+    }
+  } catch (const std::exception& e) {  // bad_alloc and the like: report, never escape
+    std::cerr << "weights_dump: " << e.what() << "\n";
     return 1;
   }
   return 0;

@@ -16,7 +16,8 @@ void PagedAttention(const float* q, int64_t t, int32_t start_pos, const int32_t*
   for (int64_t p = 0; p < ctx; ++p) {
     const int64_t src =
         (static_cast<int64_t>(block_table[p / cache.block_size]) * cache.block_size +
-         p % cache.block_size) * n_kv * hd;
+         p % cache.block_size) *
+        n_kv * hd;
     std::copy(cache.k + src, cache.k + src + n_kv * hd, k.begin() + p * n_kv * hd);
     std::copy(cache.v + src, cache.v + src + n_kv * hd, v.begin() + p * n_kv * hd);
   }
@@ -29,7 +30,9 @@ void PagedAttention(const float* q, int64_t t, int32_t start_pos, const int32_t*
       double mx = -INFINITY;
       for (int64_t p = 0; p < len; ++p) {
         double dot = 0.0;
-        for (int64_t e = 0; e < hd; ++e) dot += static_cast<double>(qh[e]) * k[(p * n_kv + kvh) * hd + e];
+        for (int64_t e = 0; e < hd; ++e) {
+          dot += static_cast<double>(qh[e]) * k[(p * n_kv + kvh) * hd + e];
+        }
         s[p] = dot * scale;
         mx = std::max(mx, s[p]);
       }

@@ -20,7 +20,9 @@ void Softmax(const float* x, float* out, int64_t m, int64_t n) {
   for (int64_t r = 0; r < m; ++r) {
     double mx, sum;
     Stats(x + r * n, n, &mx, &sum);
-    for (int64_t i = 0; i < n; ++i) out[r * n + i] = static_cast<float>(std::exp(x[r * n + i] - mx) / sum);
+    for (int64_t i = 0; i < n; ++i) {
+      out[r * n + i] = static_cast<float>(std::exp(x[r * n + i] - mx) / sum);
+    }
   }
 }
 
@@ -28,7 +30,9 @@ void LogSoftmax(const float* x, float* out, int64_t m, int64_t n) {
   for (int64_t r = 0; r < m; ++r) {
     double mx, sum;
     Stats(x + r * n, n, &mx, &sum);
-    for (int64_t i = 0; i < n; ++i) out[r * n + i] = static_cast<float>(x[r * n + i] - mx - std::log(sum));
+    for (int64_t i = 0; i < n; ++i) {
+      out[r * n + i] = static_cast<float>(x[r * n + i] - mx - std::log(sum));
+    }
   }
 }
 
