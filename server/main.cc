@@ -19,6 +19,9 @@ ABSL_FLAG(bool, chat, false,
           "tokenize: lines are JSON lists of {role, content} messages");
 ABSL_FLAG(bool, decode, false, "tokenize: lines are JSON arrays of token ids; print text");
 ABSL_FLAG(bool, add_special, false, "tokenize: add BOS when the model asks for it");
+ABSL_FLAG(bool, render, false, "tokenize --chat: print the rendered prompt instead of ids");
+ABSL_FLAG(bool, skip_special, false, "tokenize --decode: leave special tokens out");
+ABSL_FLAG(std::string, chat_template, "", "tokenize --chat: a Jinja template file to use instead");
 ABSL_FLAG(int32_t, max_tokens, 128, "generate: largest number of tokens to generate");
 ABSL_FLAG(float, temperature, 0.0f, "generate: sampling temperature (0: greedy)");
 ABSL_FLAG(int32_t, top_k, 0, "generate: keep the k most likely tokens (0: off)");
@@ -39,7 +42,8 @@ constexpr char kUsage[] =
     "tpserve <command> [flags]\n"
     "commands:\n"
     "  inspect  --model PATH [--prompt TEXT]\n"
-    "  tokenize --model PATH [--decode] [--chat] [--add_special]   (stdin lines -> stdout)\n"
+    "  tokenize --model PATH [--decode [--skip_special]] [--chat [--render]\n"
+    "           [--chat_template FILE]] [--add_special]   (JSON lines on stdin -> stdout)\n"
     "  generate --model PATH --prompt TEXT [--chat] [--max_tokens N] [--temperature T]\n"
     "           [--top_k K] [--top_p P] [--min_p P] [--seed S] [--threads N] [--json]\n";
 
@@ -91,6 +95,9 @@ int main(int argc, char** argv) {
     options.decode = absl::GetFlag(FLAGS_decode);
     options.chat = absl::GetFlag(FLAGS_chat);
     options.add_special = absl::GetFlag(FLAGS_add_special);
+    options.render = absl::GetFlag(FLAGS_render);
+    options.skip_special = absl::GetFlag(FLAGS_skip_special);
+    options.chat_template_path = absl::GetFlag(FLAGS_chat_template);
     return Finish(tpserve::cli::RunTokenize(options, std::cin, std::cout));
   }
   if (command == "generate") {
