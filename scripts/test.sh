@@ -18,4 +18,4 @@ echo "== fuzz"
 scripts/fuzz.sh "${TPSERVE_FUZZ_SECONDS:-40}"
 
 echo "== pytest"
-.venv/bin/python -m pytest tests/integration -q -p no:cacheprovider
+.venv/bin/python -m pytest tests/integration tests/reference -q -p no:cacheprovider --durations=8

@@ -18,11 +18,10 @@ inline absl::Status CudaStatus(cudaError_t err, const char* expr, const char* fi
                                           cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
 }
 
-inline absl::Status CublasStatus(cublasStatus_t err, const char* expr, const char* file,
-                                 int line) {
+inline absl::Status CublasStatus(cublasStatus_t err, const char* expr, const char* file, int line) {
   if (err == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(file, ":", line, ": ", expr,
-                                          " failed: cuBLAS status ", static_cast<int>(err)));
+  return absl::InternalError(
+      absl::StrCat(file, ":", line, ": ", expr, " failed: cuBLAS status ", static_cast<int>(err)));
 }
 
 inline absl::Status NcclStatus(ncclResult_t err, const char* expr, const char* file, int line) {

@@ -51,8 +51,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const model::Weight
   kv.head_dim = config.head_dim;
   const int64_t block_bytes = 2 * kv.n_layers * kv.block_size * kv.n_kv_heads * kv.head_dim *
                               DTypeBytes(backend->activation_dtype());
-  kv.num_blocks =
-      options.kv_blocks > 0 ? options.kv_blocks : options.kv_budget_bytes / block_bytes;
+  kv.num_blocks = options.kv_blocks > 0 ? options.kv_blocks : options.kv_budget_bytes / block_bytes;
   if (kv.num_blocks < 1) {
     return absl::InvalidArgumentError(absl::StrCat("kv_budget_bytes ", options.kv_budget_bytes,
                                                    " is below one KV block (", block_bytes,

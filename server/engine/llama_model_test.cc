@@ -56,7 +56,7 @@ class LlamaModelTest : public ::testing::Test {
     return b;
   }
 
-  static std::vector<float> Run(StepBatch batch) {
+  static std::vector<float> Run(const StepBatch& batch) {
     std::vector<float> logits;
     absl::Status s = model_->Forward(batch, &logits);
     EXPECT_TRUE(s.ok()) << s;

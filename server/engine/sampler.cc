@@ -162,8 +162,9 @@ SampleResult Sampler::Sample(absl::Span<const float> logits, const SamplingParam
     for (int32_t i = 0; i < vocab; ++i) candidates_[i] = i;
     std::partial_sort(candidates_.begin(), candidates_.begin() + n, candidates_.end(),
                       ByLogitDesc{l});
-    for (int32_t i = 0; i < n; ++i)
+    for (int32_t i = 0; i < n; ++i) {
       result.top.push_back({candidates_[i], logprob_of(candidates_[i])});
+    }
   }
   result.is_stop = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), result.token_id) !=
                    p.stop_token_ids.end();

@@ -215,7 +215,7 @@ TEST(SamplerTest, StopTokenIds) {
 }
 
 TEST(SamplerTest, ValidationNamesTheField) {
-  auto expect_bad = [](SamplingParams p, const char* field) {
+  auto expect_bad = [](const SamplingParams& p, const char* field) {
     absl::Status s = ValidateSamplingParams(p, 100);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << field;
     EXPECT_NE(s.message().find(field), std::string::npos) << s;

@@ -1,0 +1,139 @@
+// engine_throughput: tokens per second of LlamaModel at world size 1 on this machine.
+//   engine_throughput MODEL THREADS [PROMPT_TOKENS=128] [DECODE_STEPS=32] [BATCHES=1,8,32]
+// Prints one JSON object: prefill tokens/s for one prompt of PROMPT_TOKENS, and for each
+// batch size B the total decode tokens/s of B sequences decoding together (each after its
+// own prompt of 16 tokens), medians over 3 repetitions, plus the bytes of weights one decode
+// step reads. bench/engine_vs_llama_cpp.py runs it side by side with llama.cpp.
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+#include "server/comm/communicator.h"
+#include "server/engine/cpu_backend.h"
+#include "server/engine/llama_model.h"
+#include "server/model/shard_plan.h"
+#include "server/model/weight_source.h"
+
+namespace {
+
+using tpserve::engine::StepBatch;
+using tpserve::engine::StepSequence;
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int64_t ArgOr(int argc, char** argv, int i, int64_t fallback) {
+  int64_t v = fallback;
+  if (argc > i && !absl::SimpleAtoi(argv[i], &v)) return fallback;
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::cerr << "usage: engine_throughput MODEL THREADS [PROMPT] [STEPS] [BATCHES]\n";
+    return 2;
+  }
+  const int threads = static_cast<int>(ArgOr(argc, argv, 2, 1));
+  const int64_t prompt_len = ArgOr(argc, argv, 3, 128);
+  const int64_t steps = ArgOr(argc, argv, 4, 32);
+  std::vector<int64_t> batches = {1, 8, 32};
+  if (argc > 5) {
+    batches.clear();
+    for (absl::string_view b : absl::StrSplit(argv[5], ',')) {
+      int64_t v = 0;
+      if (absl::SimpleAtoi(b, &v) && v > 0) batches.push_back(v);
+    }
+  }
+  const int64_t max_batch = *std::max_element(batches.begin(), batches.end());
+
+  auto weights = tpserve::model::OpenWeightSource(argv[1]);
+  if (!weights.ok()) {
+    std::cerr << weights.status() << "\n";
+    return 1;
+  }
+  const auto& config = (*weights)->config();
+  auto plan = tpserve::model::MakeShardPlan(config, 0, 1);
+  tpserve::engine::CpuBackend backend(threads);
+  tpserve::comm::SingleRankCommunicator comm;
+  tpserve::engine::EngineOptions options;
+  options.max_batch_tokens = std::max<int64_t>(prompt_len, 16 * max_batch);
+  options.max_logit_rows = max_batch;
+  const int64_t blocks_per_seq = (std::max<int64_t>(prompt_len, 16 + steps) + 15) / 16;
+  options.kv_blocks = blocks_per_seq * max_batch;
+  auto model = tpserve::engine::LlamaModel::Load(**weights, *plan, &backend, &comm, options);
+  if (!model.ok()) {
+    std::cerr << model.status() << "\n";
+    return 1;
+  }
+  auto table = [&](int64_t s) {
+    std::vector<int32_t> t(blocks_per_seq);
+    std::iota(t.begin(), t.end(), static_cast<int32_t>(s * blocks_per_seq));
+    return t;
+  };
+  auto tokens = [&](int64_t n, int64_t salt) {
+    std::vector<int32_t> t(n);
+    for (int64_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>((1000 + 7919 * (i + salt)) % 49152);
+    return t;
+  };
+  std::vector<float> logits;
+  auto run = [&](const StepBatch& b) {
+    absl::Status s = (*model)->Forward(b, &logits);
+    if (!s.ok()) {
+      std::cerr << s << "\n";
+      std::exit(1);
+    }
+  };
+
+  nlohmann::json out;
+  out["threads"] = threads;
+  out["weight_bytes"] = (*model)->weight_bytes();
+  // One decode step reads every matrix once: the layers and the LM head (the embedding
+  // table is touched only at the rows of the step's tokens).
+  const int64_t d = config.d_model;
+  const int64_t per_layer = (config.n_heads + 2 * config.n_kv_heads) * config.head_dim * d +
+                            config.n_heads * config.head_dim * d + 3 * config.ffn_dim * d;
+  out["decode_bytes_per_step"] = (per_layer * config.n_layers + config.vocab_size * d) * 4;
+
+  std::vector<double> prefill;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = Clock::now();
+    run({{StepSequence{tokens(prompt_len, rep), 0, table(0)}}});
+    prefill.push_back(static_cast<double>(prompt_len) /
+                      std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  out["prefill_tokens"] = prompt_len;
+  out["prefill_tok_s"] = Median(prefill);
+
+  for (int64_t b : batches) {
+    std::vector<double> rates;
+    for (int rep = 0; rep < 3; ++rep) {
+      StepBatch batch;
+      for (int64_t s = 0; s < b; ++s) batch.sequences.push_back({tokens(16, s), 0, table(s)});
+      run(batch);
+      const auto t0 = Clock::now();
+      for (int64_t step = 0; step < steps; ++step) {
+        for (int64_t s = 0; s < b; ++s) {
+          batch.sequences[s] = {
+              {static_cast<int32_t>(100 + s)}, static_cast<int32_t>(16 + step), table(s)};
+        }
+        run(batch);
+      }
+      rates.push_back(static_cast<double>(b * steps) /
+                      std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    out["decode_tok_s"][std::to_string(b)] = Median(rates);
+  }
+  std::cout << out.dump() << "\n";
+  return 0;
+}
