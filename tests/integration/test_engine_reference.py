@@ -84,3 +84,29 @@ def test_greedy_continuations_match_reference(binary, smollm_gguf, reference, pr
     print(f"\n{identical} of {len(names)} greedy {GREEDY_TOKENS}-token continuations identical")
     assert identical >= len(names) - 1
     assert not unexplained, f"divergences not explained by a near-tie: {unexplained}"
+
+
+@pytest.mark.parametrize("weight_type,d_model,untied", [("Q8_0", 64, False), ("Q4_K", 256, True)])
+def test_tiny_model_both_formats_match_reference(binary, repo_root, tmp_path, weight_type, d_model,
+                                                 untied):
+    """A random tiny model written as GGUF and as a safetensors directory: the engine gives the
+    reference's logits from the GGUF, and the same logits from the safetensors copy."""
+    args = [sys.executable, str(repo_root / "scripts" / "make-tiny-model.py"), "--out",
+            str(tmp_path), "--name", "tiny", "--layers", "2", "--d-model", str(d_model),
+            "--heads", "4", "--kv-heads", "2", "--ffn", str(2 * d_model), "--weight-type",
+            weight_type, "--format", "both", "--seed", "5"]
+    if untied:
+        args.append("--untied")
+    subprocess.run(args, check=True, capture_output=True)
+    gguf_path, hf_dir = tmp_path / "tiny.gguf", tmp_path / "hf"
+    ids = [[5, 17, 99, 3, 64, 250, 7, 8, 9, 100, 33], [1, 2, 3]]
+    logits = {}
+    for name, path in (("gguf", gguf_path), ("hf", hf_dir)):
+        out = tmp_path / f"{name}.f32"
+        _probe(binary, path, ["logits", str(out)], ids)
+        logits[name] = np.fromfile(out, dtype=np.float32)
+    assert np.array_equal(logits["gguf"], logits["hf"])
+    ref = llama_ref.LlamaReference(str(gguf_path))
+    want = np.concatenate([ref.forward(i).reshape(-1) for i in ids])
+    scale = np.abs(want).max()
+    assert np.abs(logits["gguf"] - want).max() <= 1e-3 * scale
