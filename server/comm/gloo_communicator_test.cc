@@ -1,0 +1,319 @@
+// GlooCommunicator: worlds of 1-4 ranks as threads on 127.0.0.1 meeting through one
+// InMemoryStore. Results are checked against plain sums; faults (a rank that never joins, a
+// peer that stops or leaves, Abort from another thread) must end in a Status within the
+// timeout, never a hang.
+#include "server/comm/gloo_communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace tpserve::comm {
+namespace {
+
+using Comms = std::vector<std::unique_ptr<Communicator>>;
+
+GlooOptions Options(const std::string& prefix, absl::Duration timeout = absl::Seconds(10)) {
+  GlooOptions options;
+  options.prefix = prefix;
+  options.timeout = timeout;
+  return options;
+}
+
+// Creates a world of `world` ranks, one thread per rank.
+Comms Connect(Store* store, int world, const GlooOptions& options) {
+  Comms comms(world);
+  std::vector<absl::Status> statuses(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      auto comm = CreateGlooCommunicator(store, r, world, options);
+      statuses[r] = comm.status();
+      if (comm.ok()) comms[r] = std::move(*comm);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < world; ++r)
+    EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+  return comms;
+}
+
+// Runs fn(rank) on one thread per rank and joins them.
+void OnEveryRank(int world, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) threads.emplace_back(fn, r);
+  for (std::thread& t : threads) t.join();
+}
+
+// Values of very different magnitudes, so that the order of summation shows in the bits.
+std::vector<float> Values(int64_t count, int seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> exponent(-8, 8);
+  std::vector<float> v(count);
+  for (float& x : v) x = std::ldexp(normal(rng), exponent(rng));
+  return v;
+}
+
+TEST(GlooCommunicatorTest, AllReduceSumIsCorrectAndBitIdenticalOnEveryRank) {
+  InMemoryStore store;
+  for (int world = 1; world <= 4; ++world) {
+    Comms comms = Connect(&store, world, Options(absl::StrCat("allreduce", world, "/")));
+    ASSERT_EQ(comms.size(), world);
+    for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{100003}}) {
+      std::vector<std::vector<float>> data(world);
+      std::vector<double> want(count, 0.0), magnitude(count, 0.0);
+      for (int r = 0; r < world; ++r) {
+        data[r] = Values(count, 100 * world + r);
+        for (int64_t i = 0; i < count; ++i) {
+          want[i] += data[r][i];
+          magnitude[i] += std::fabs(data[r][i]);
+        }
+      }
+      std::vector<absl::Status> statuses(world);
+      OnEveryRank(world,
+                  [&](int r) { statuses[r] = comms[r]->AllReduceSum(data[r].data(), count); });
+      for (int r = 0; r < world; ++r) {
+        ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+        EXPECT_EQ(std::memcmp(data[r].data(), data[0].data(), count * sizeof(float)), 0)
+            << "world " << world << ", count " << count << ": rank " << r << " differs from rank 0";
+      }
+      // Each of the world - 1 additions rounds once: a few ulps of the magnitudes summed.
+      for (int64_t i = 0; i < count; ++i) {
+        ASSERT_NEAR(data[0][i], want[i], 4 * world * 6e-8 * magnitude[i])
+            << "world " << world << ", count " << count << ", element " << i;
+      }
+    }
+  }
+}
+
+TEST(GlooCommunicatorTest, AllGatherIsRankMajor) {
+  InMemoryStore store;
+  for (int world = 1; world <= 4; ++world) {
+    Comms comms = Connect(&store, world, Options(absl::StrCat("allgather", world, "/")));
+    ASSERT_EQ(comms.size(), world);
+    constexpr int64_t kCount = 5;
+    std::vector<std::vector<float>> out(world, std::vector<float>(world * kCount, -1));
+    std::vector<std::vector<float>> in_place(world, std::vector<float>(world * kCount, -1));
+    std::vector<absl::Status> statuses(2 * world);
+    OnEveryRank(world, [&](int r) {
+      std::vector<float> in(kCount);
+      for (int64_t i = 0; i < kCount; ++i) in[i] = 1000 * r + i;
+      statuses[r] = comms[r]->AllGather(in.data(), kCount, out[r].data());
+      // In place: this rank's values already sit in its slot of the output.
+      std::copy(in.begin(), in.end(), in_place[r].begin() + r * kCount);
+      statuses[world + r] =
+          comms[r]->AllGather(in_place[r].data() + r * kCount, kCount, in_place[r].data());
+    });
+    for (const absl::Status& s : statuses) ASSERT_TRUE(s.ok()) << s;
+    for (int r = 0; r < world; ++r) {
+      for (int src = 0; src < world; ++src) {
+        for (int64_t i = 0; i < kCount; ++i) {
+          EXPECT_EQ(out[r][src * kCount + i], 1000 * src + i) << "world " << world;
+          EXPECT_EQ(in_place[r][src * kCount + i], 1000 * src + i) << "world " << world;
+        }
+      }
+    }
+  }
+}
+
+TEST(GlooCommunicatorTest, BroadcastFromANonZeroRoot) {
+  InMemoryStore store;
+  for (int world = 2; world <= 4; ++world) {
+    Comms comms = Connect(&store, world, Options(absl::StrCat("broadcast", world, "/")));
+    ASSERT_EQ(comms.size(), world);
+    const int root = world - 1;
+    constexpr int64_t kCount = 9;
+    std::vector<std::vector<float>> data(world);
+    for (int r = 0; r < world; ++r) data[r] = Values(kCount, r);
+    const std::vector<float> want = data[root];
+    std::vector<absl::Status> statuses(world);
+    OnEveryRank(world,
+                [&](int r) { statuses[r] = comms[r]->Broadcast(data[r].data(), kCount, root); });
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+      EXPECT_EQ(data[r], want) << "rank " << r;
+    }
+    EXPECT_EQ(comms[0]->Broadcast(data[0].data(), kCount, world).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(GlooCommunicatorTest, BarrierWaitsForTheLastRank) {
+  InMemoryStore store;
+  constexpr int kWorld = 3;
+  Comms comms = Connect(&store, kWorld, Options("barrier/"));
+  ASSERT_EQ(comms.size(), kWorld);
+  const absl::Time start = absl::Now();
+  std::vector<absl::Duration> left(kWorld);
+  std::vector<absl::Status> statuses(kWorld);
+  OnEveryRank(kWorld, [&](int r) {
+    absl::SleepFor(absl::Milliseconds(150 * r));  // the last rank arrives at 300 ms
+    statuses[r] = comms[r]->Barrier();
+    left[r] = absl::Now() - start;
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+    EXPECT_GE(left[r], absl::Milliseconds(290)) << "rank " << r << " left the barrier early";
+  }
+  EXPECT_EQ(comms[0]->rank(), 0);
+  EXPECT_EQ(comms[2]->world_size(), kWorld);
+  EXPECT_EQ(comms[1]->backend_name(), "gloo");
+}
+
+TEST(GlooCommunicatorTest, ARankThatNeverJoinsFailsCreationWithinTheTimeout) {
+  InMemoryStore store;
+  constexpr int kWorld = 3;
+  const absl::Duration timeout = absl::Seconds(1);
+  std::vector<absl::Status> statuses(kWorld - 1);
+  std::vector<absl::Duration> took(kWorld - 1);
+  OnEveryRank(kWorld - 1, [&](int r) {  // rank 2 never comes
+    const absl::Time start = absl::Now();
+    statuses[r] = CreateGlooCommunicator(&store, r, kWorld, Options("nojoin/", timeout)).status();
+    took[r] = absl::Now() - start;
+  });
+  for (int r = 0; r < kWorld - 1; ++r) {
+    EXPECT_EQ(statuses[r].code(), absl::StatusCode::kDeadlineExceeded) << statuses[r];
+    EXPECT_NE(statuses[r].message().find("nojoin/2"), absl::string_view::npos) << statuses[r];
+    EXPECT_LT(took[r], timeout + absl::Seconds(1)) << "rank " << r;
+  }
+}
+
+TEST(GlooCommunicatorTest, RejectsBadArguments) {
+  InMemoryStore store;
+  EXPECT_EQ(CreateGlooCommunicator(&store, 2, 2, Options("bad/")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateGlooCommunicator(nullptr, 0, 1, Options("bad/")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      CreateGlooCommunicator(&store, 0, 1, Options("bad/", absl::ZeroDuration())).status().code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+TEST(GlooCommunicatorTest, APeerThatStopsParticipatingFailsTheOthersWithinTheTimeout) {
+  InMemoryStore store;
+  constexpr int kWorld = 3;
+  const absl::Duration timeout = absl::Seconds(1);
+  Comms comms = Connect(&store, kWorld, Options("stop/", timeout));
+  ASSERT_EQ(comms.size(), kWorld);
+  std::vector<std::vector<float>> data(kWorld, std::vector<float>(1000, 1.0f));
+  std::vector<absl::Status> statuses(kWorld);
+  OnEveryRank(kWorld, [&](int r) { statuses[r] = comms[r]->AllReduceSum(data[r].data(), 1000); });
+  for (const absl::Status& s : statuses) ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(data[0][999], 3.0f);
+
+  // Rank 2 stays connected but never calls again.
+  std::vector<absl::Duration> took(kWorld - 1);
+  OnEveryRank(kWorld - 1, [&](int r) {
+    const absl::Time start = absl::Now();
+    statuses[r] = comms[r]->AllReduceSum(data[r].data(), 1000);
+    took[r] = absl::Now() - start;
+  });
+  for (int r = 0; r < kWorld - 1; ++r) {
+    // The rank that times out first closes its connections; the other may see that first.
+    EXPECT_TRUE(statuses[r].code() == absl::StatusCode::kDeadlineExceeded ||
+                statuses[r].code() == absl::StatusCode::kUnavailable)
+        << statuses[r];
+    EXPECT_NE(statuses[r].message().find("all_reduce_sum"), absl::string_view::npos);
+    EXPECT_NE(statuses[r].message().find(absl::StrCat("rank ", r)), absl::string_view::npos);
+    EXPECT_LT(took[r], timeout + absl::Seconds(1)) << "rank " << r;
+    // The world is broken: later calls fail at once.
+    const absl::Time start = absl::Now();
+    EXPECT_FALSE(comms[r]->Barrier().ok());
+    EXPECT_LT(absl::Now() - start, absl::Milliseconds(100));
+  }
+}
+
+TEST(GlooCommunicatorTest, APeerThatLeavesIsUnavailable) {
+  InMemoryStore store;
+  constexpr int kWorld = 2;
+  Comms comms = Connect(&store, kWorld, Options("leave/", absl::Seconds(10)));
+  ASSERT_EQ(comms.size(), kWorld);
+  comms[1].reset();  // its sockets close
+  std::vector<float> data(100, 1.0f);
+  const absl::Time start = absl::Now();
+  const absl::Status s = comms[0]->AllReduceSum(data.data(), 100);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+TEST(GlooCommunicatorTest, AbortFromAnotherThreadUnblocksAnAllReduce) {
+  InMemoryStore store;
+  constexpr int kWorld = 2;
+  Comms comms = Connect(&store, kWorld, Options("abort/", absl::Seconds(30)));
+  ASSERT_EQ(comms.size(), kWorld);
+  std::vector<float> data(100003, 1.0f);
+  absl::Status status;
+  absl::Duration took;
+  std::thread blocked([&] {  // rank 1 never joins this all-reduce
+    const absl::Time start = absl::Now();
+    status = comms[0]->AllReduceSum(data.data(), 100003);
+    took = absl::Now() - start;
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  const absl::Time abort_time = absl::Now();
+  comms[0]->Abort();
+  blocked.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
+  EXPECT_LT(absl::Now() - abort_time, absl::Milliseconds(500));
+  EXPECT_LT(took, absl::Seconds(1));
+  EXPECT_EQ(comms[0]->Barrier().code(), absl::StatusCode::kAborted);
+  // The peer's connection to the aborted rank is gone: it fails, promptly.
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(comms[1]->AllReduceSum(data.data(), 10).code(), absl::StatusCode::kUnavailable);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+TEST(GlooCommunicatorTest, AbortOfAWorldOfOne) {
+  InMemoryStore store;
+  Comms comms = Connect(&store, 1, Options("one/"));
+  ASSERT_EQ(comms.size(), 1);
+  float x = 2;
+  EXPECT_TRUE(comms[0]->AllReduceSum(&x, 1).ok());
+  EXPECT_EQ(x, 2);
+  comms[0]->Abort();
+  EXPECT_EQ(comms[0]->AllReduceSum(&x, 1).code(), absl::StatusCode::kAborted);
+}
+
+TEST(GlooCommunicatorTest, GenerationsWithDifferentPrefixesDoNotMix) {
+  InMemoryStore store;
+  constexpr int kWorld = 2;
+  // Generation 1 comes and goes: its (now stale) addresses stay in the store.
+  {
+    Comms gen1 = Connect(&store, kWorld, Options("gen1/"));
+    ASSERT_EQ(gen1.size(), kWorld);
+    ASSERT_TRUE(gen1[0] != nullptr && gen1[1] != nullptr);
+  }
+  // Generations 2 and 3 meet at once on the same store, rank 1 of each late: each rank 0 must
+  // wait for its own generation's rank 1, not use generation 1's.
+  std::vector<std::unique_ptr<Communicator>> comms(2 * kWorld);
+  std::vector<absl::Status> statuses(2 * kWorld);
+  OnEveryRank(2 * kWorld, [&](int i) {
+    const int gen = 2 + i / kWorld, rank = i % kWorld;
+    if (rank == 1) absl::SleepFor(absl::Milliseconds(200));
+    auto comm =
+        CreateGlooCommunicator(&store, rank, kWorld, Options(absl::StrCat("gen", gen, "/")));
+    statuses[i] = comm.status();
+    if (!comm.ok()) return;
+    comms[i] = std::move(*comm);
+    float x = static_cast<float>(10 * gen + rank);
+    statuses[i] = comms[i]->AllReduceSum(&x, 1);
+    if (statuses[i].ok() && x != static_cast<float>(20 * gen + 1)) {
+      statuses[i] = absl::InternalError(absl::StrCat("generation ", gen, " summed to ", x));
+    }
+  });
+  for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
+}
+
+}  // namespace
+}  // namespace tpserve::comm

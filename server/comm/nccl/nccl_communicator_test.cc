@@ -1,0 +1,310 @@
+#include "server/comm/nccl/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "server/comm/store.h"
+
+namespace tpserve::comm {
+namespace {
+
+int VisibleGpus() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the "no device" / "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+#define SKIP_WITHOUT_GPUS(n)                                                            \
+  do {                                                                                  \
+    const int gpus = VisibleGpus();                                                     \
+    if (gpus == 0) GTEST_SKIP() << "no GPU visible";                                    \
+    if (gpus < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs, " << gpus << " visible"; \
+  } while (0)
+
+// A float buffer in device memory. data: [size].
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t size) : size_(size) {
+    EXPECT_EQ(cudaMalloc(&data_, size * sizeof(float)), cudaSuccess);
+  }
+  ~DeviceBuffer() { cudaFree(data_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  float* data() { return data_; }
+  void Upload(const std::vector<float>& host) {
+    ASSERT_EQ(host.size(), size_);
+    ASSERT_EQ(cudaMemcpy(data_, host.data(), size_ * sizeof(float), cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  std::vector<float> Download() const {
+    std::vector<float> host(size_);
+    EXPECT_EQ(cudaMemcpy(host.data(), data_, size_ * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return host;
+  }
+
+ private:
+  size_t size_;
+  float* data_ = nullptr;
+};
+
+// Holds a stream back until opened: a stand-in for a peer that never arrives.
+struct StreamGate {
+  std::atomic<bool> open{false};
+  static void CUDART_CB Wait(void* arg) {
+    while (!static_cast<StreamGate*>(arg)->open.load()) absl::SleepFor(absl::Milliseconds(1));
+  }
+};
+
+NcclOptions Options(int device, absl::Duration timeout = absl::Seconds(30)) {
+  NcclOptions options;
+  options.device = device;
+  options.timeout = timeout;
+  options.prefix = "gen1/";
+  return options;
+}
+
+// Creates the ranks of a world of `n` (one thread and one GPU per rank) together.
+std::vector<std::unique_ptr<Communicator>> CreateWorld(InMemoryStore* store, int n) {
+  std::vector<std::unique_ptr<Communicator>> comms(n);
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      auto comm = CreateNcclCommunicator(store, r, n, Options(r));
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      comms[r] = std::move(*comm);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return comms;
+}
+
+// Runs fn(rank, comm) for every rank at once, each on a thread bound to its GPU.
+template <typename Fn>
+void OnEveryRank(std::vector<std::unique_ptr<Communicator>>& comms, Fn fn) {
+  std::vector<std::thread> threads;
+  threads.reserve(comms.size());
+  for (int r = 0; r < static_cast<int>(comms.size()); ++r) {
+    threads.emplace_back([&, r] {
+      ASSERT_EQ(cudaSetDevice(r), cudaSuccess);
+      fn(r, *comms[r]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+// Destroys the ranks together, as separate processes would: finalizing may need the peers.
+void DestroyWorld(std::vector<std::unique_ptr<Communicator>>& comms) {
+  OnEveryRank(comms, [&](int r, Communicator&) { comms[r].reset(); });
+}
+
+// Checks all-reduce, all-gather, broadcast and barrier over a world of `n` GPUs.
+void CheckCollectives(int n) {
+  InMemoryStore store;
+  std::vector<std::unique_ptr<Communicator>> comms = CreateWorld(&store, n);
+  for (const auto& c : comms) ASSERT_NE(c, nullptr);
+  constexpr int64_t kCount = 4099;  // odd, not a multiple of any vector width
+  OnEveryRank(comms, [&](int r, Communicator& comm) {
+    EXPECT_EQ(comm.rank(), r);
+    EXPECT_EQ(comm.world_size(), n);
+    EXPECT_EQ(comm.backend_name(), "nccl");
+
+    // All-reduce: rank r holds (r + 1) * (i % 7 + 1); small integers, so the sum is exact.
+    DeviceBuffer data(kCount);
+    std::vector<float> host(kCount);
+    for (int64_t i = 0; i < kCount; ++i) host[i] = static_cast<float>((r + 1) * (i % 7 + 1));
+    data.Upload(host);
+    ASSERT_TRUE(comm.AllReduceSum(data.data(), kCount).ok());
+    std::vector<float> sum = data.Download();
+    const int ranks_sum = n * (n + 1) / 2;  // 1 + 2 + ... + n
+    for (int64_t i = 0; i < kCount; ++i) {
+      ASSERT_EQ(sum[i], static_cast<float>(ranks_sum * (i % 7 + 1))) << "i=" << i;
+    }
+
+    // All-gather: out [n * kCount], rank-major.
+    DeviceBuffer in(kCount);
+    DeviceBuffer out(n * kCount);
+    for (int64_t i = 0; i < kCount; ++i) host[i] = static_cast<float>(r * 10000 + i);
+    in.Upload(host);
+    ASSERT_TRUE(comm.AllGather(in.data(), kCount, out.data()).ok());
+    std::vector<float> gathered = out.Download();
+    for (int src = 0; src < n; ++src) {
+      for (int64_t i = 0; i < kCount; ++i) {
+        ASSERT_EQ(gathered[src * kCount + i], static_cast<float>(src * 10000 + i));
+      }
+    }
+
+    // Broadcast from the last rank.
+    const int root = n - 1;
+    for (int64_t i = 0; i < kCount; ++i) host[i] = r == root ? 42.0f + i : -1.0f;
+    data.Upload(host);
+    ASSERT_TRUE(comm.Broadcast(data.data(), kCount, root).ok());
+    std::vector<float> received = data.Download();
+    for (int64_t i = 0; i < kCount; ++i) ASSERT_EQ(received[i], 42.0f + i);
+
+    EXPECT_TRUE(comm.Barrier().ok());
+    EXPECT_TRUE(comm.AllReduceSum(data.data(), 0).ok());
+    EXPECT_EQ(comm.Broadcast(data.data(), kCount, n).code(), absl::StatusCode::kInvalidArgument);
+  });
+  const absl::Time start = absl::Now();
+  DestroyWorld(comms);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));  // finalize did not run into its timeout
+}
+
+// ---- Without a GPU: the rendezvous path touches no CUDA API on ranks > 0. ----
+
+TEST(NcclRendezvousTest, RankTimesOutWhenRankZeroNeverPublishes) {
+  InMemoryStore store;
+  const absl::Time start = absl::Now();
+  auto comm = CreateNcclCommunicator(&store, /*rank=*/1, /*world_size=*/2,
+                                     Options(/*device=*/0, absl::Seconds(1)));
+  const absl::Duration elapsed = absl::Now() - start;
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded) << comm.status();
+  EXPECT_NE(comm.status().message().find("gen1/nccl_id"), absl::string_view::npos) << comm.status();
+  EXPECT_GE(elapsed, absl::Milliseconds(900));
+  EXPECT_LT(elapsed, absl::Seconds(10));
+}
+
+TEST(NcclRendezvousTest, RejectsMalformedId) {
+  InMemoryStore store;
+  ASSERT_TRUE(store.Set("gen1/nccl_id", "short").ok());
+  auto comm = CreateNcclCommunicator(&store, 1, 2, Options(0, absl::Seconds(1)));
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kDataLoss) << comm.status();
+}
+
+TEST(NcclRendezvousTest, RejectsBadArguments) {
+  InMemoryStore store;
+  EXPECT_EQ(CreateNcclCommunicator(nullptr, 0, 1, Options(0)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateNcclCommunicator(&store, 2, 2, Options(0)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateNcclCommunicator(&store, -1, 2, Options(0)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateNcclCommunicator(&store, 0, 1, Options(-1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateNcclCommunicator(&store, 0, 1, Options(0, absl::ZeroDuration())).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// ---- On one GPU. ----
+
+TEST(NcclCommunicatorTest, WorldOfOneCollectives) {
+  SKIP_WITHOUT_GPUS(1);
+  CheckCollectives(1);
+}
+
+TEST(NcclCommunicatorTest, InitTimesOutWhenAPeerNeverJoins) {
+  SKIP_WITHOUT_GPUS(1);
+  InMemoryStore store;
+  const absl::Time start = absl::Now();
+  auto comm = CreateNcclCommunicator(&store, 0, 2, Options(0, absl::Seconds(2)));
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded) << comm.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+}
+
+TEST(NcclCommunicatorTest, AbortUnblocksAPendingCallAndFailsLaterOnes) {
+  SKIP_WITHOUT_GPUS(1);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  InMemoryStore store;
+  auto created = CreateNcclCommunicator(&store, 0, 1, Options(0));
+  ASSERT_TRUE(created.ok()) << created.status();
+  auto* comm = static_cast<NcclCommunicator*>(created->get());
+  DeviceBuffer data(16);
+
+  // The all-reduce queues behind the gate, so it stays pending until Abort().
+  StreamGate gate;
+  ASSERT_EQ(cudaLaunchHostFunc(comm->stream(), &StreamGate::Wait, &gate), cudaSuccess);
+  // Opens the gate late in any case, in case ncclCommAbort waits for the stream.
+  std::thread opener([&] {
+    absl::SleepFor(absl::Seconds(3));
+    gate.open = true;
+  });
+  absl::Status pending;
+  absl::Time returned;
+  std::thread caller([&] {
+    pending = comm->AllReduceSum(data.data(), 16);
+    returned = absl::Now();
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  const absl::Time aborted = absl::Now();
+  comm->Abort();
+  caller.join();
+  opener.join();
+  EXPECT_EQ(pending.code(), absl::StatusCode::kAborted) << pending;
+  EXPECT_LT(returned - aborted, absl::Seconds(2));  // before the gate opened
+
+  comm->Abort();  // idempotent
+  EXPECT_EQ(comm->AllReduceSum(data.data(), 16).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(comm->AllGather(data.data(), 16, data.data()).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(comm->Broadcast(data.data(), 16, 0).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(comm->Barrier().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(cudaStreamSynchronize(comm->stream()), cudaSuccess);
+}
+
+TEST(NcclCommunicatorTest, WatchdogAbortsACallPastItsDeadline) {
+  SKIP_WITHOUT_GPUS(1);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  InMemoryStore store;
+  auto created = CreateNcclCommunicator(&store, 0, 1, Options(0, absl::Seconds(1)));
+  ASSERT_TRUE(created.ok()) << created.status();
+  auto* comm = static_cast<NcclCommunicator*>(created->get());
+  DeviceBuffer data(16);
+  StreamGate gate;
+  ASSERT_EQ(cudaLaunchHostFunc(comm->stream(), &StreamGate::Wait, &gate), cudaSuccess);
+  std::thread opener([&] {
+    absl::SleepFor(absl::Seconds(3));
+    gate.open = true;
+  });
+  absl::Status status = comm->AllReduceSum(data.data(), 16);
+  opener.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_NE(status.message().find("rank 0"), absl::string_view::npos) << status;
+  EXPECT_NE(status.message().find("all-reduce"), absl::string_view::npos) << status;
+  EXPECT_EQ(comm->Barrier().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(cudaStreamSynchronize(comm->stream()), cudaSuccess);
+}
+
+// ---- On every GPU of the machine (ranks as threads). ----
+
+TEST(NcclCommunicatorTest, WorldOfAllGpusCollectives) {
+  SKIP_WITHOUT_GPUS(2);
+  CheckCollectives(VisibleGpus());
+}
+
+TEST(NcclCommunicatorTest, AbortUnblocksACollectiveThePeersNeverJoin) {
+  SKIP_WITHOUT_GPUS(2);
+  const int n = VisibleGpus();
+  InMemoryStore store;
+  std::vector<std::unique_ptr<Communicator>> comms = CreateWorld(&store, n);
+  for (const auto& c : comms) ASSERT_NE(c, nullptr);
+  absl::Status pending;
+  absl::Time returned;
+  std::thread caller([&] {
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    DeviceBuffer data(1024);
+    pending = comms[0]->AllReduceSum(data.data(), 1024);  // ranks 1.. never call it
+    returned = absl::Now();
+  });
+  absl::SleepFor(absl::Milliseconds(500));
+  const absl::Time aborted = absl::Now();
+  for (auto& c : comms) c->Abort();
+  caller.join();
+  EXPECT_EQ(pending.code(), absl::StatusCode::kAborted) << pending;
+  EXPECT_LT(returned - aborted, absl::Seconds(5));
+}
+
+}  // namespace
+}  // namespace tpserve::comm
