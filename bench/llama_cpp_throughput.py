@@ -16,6 +16,10 @@ import time
 import llama_cpp as lc
 
 
+# llama.cpp keeps the pointer: the callback object must outlive every call.
+_QUIET_LOG = lc.llama_log_callback(lambda level, text, user_data: None)
+
+
 def _memory_clear(ctx):
     if hasattr(lc, "llama_memory_clear"):
         lc.llama_memory_clear(lc.llama_get_memory(ctx), True)
@@ -30,7 +34,7 @@ def _tokens(n, salt):
 class Runner:
     def __init__(self, path, threads, max_seqs, n_ctx):
         lc.llama_backend_init()
-        lc.llama_log_set(lc.llama_log_callback(lambda *a: None), ctypes.c_void_p())
+        lc.llama_log_set(_QUIET_LOG, ctypes.c_void_p())
         mparams = lc.llama_model_default_params()
         self.model = lc.llama_model_load_from_file(path.encode(), mparams)
         cparams = lc.llama_context_default_params()

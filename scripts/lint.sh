@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # lint.sh format            clang-format --dry-run over the project's C++ (fails on any change)
-# lint.sh tidy BUILD_DIR    clang-tidy over the project's .cc files in BUILD_DIR's compile db
+# lint.sh tidy BUILD_DIR    clang-tidy over the project's production .cc files (not tests, tools,
+#                           benchmarks or fuzz targets) in BUILD_DIR's compile db
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -12,7 +13,8 @@ case "${1:-}" in
     ;;
   tidy)
     build="${2:?build dir}"
-    mapfile -t units < <(printf '%s\n' "${files[@]}" | grep -E '\.cc$' | grep -v '^fuzz/' |
+    mapfile -t units < <(printf '%s\n' "${files[@]}" | grep -E '\.cc$' |
+      grep -v -E '^(fuzz|bench|tests)/|_test\.cc$' |
       while read -r f; do grep -q "\"file\": \"$root/$f\"" "$build/compile_commands.json" && echo "$f"; done)
     printf '%s\n' "${units[@]}" | xargs -P "$(nproc)" -n 4 clang-tidy -p "$build" --quiet 2>&1 |
       grep -v -E '^[0-9]+ warnings? generated|^Suppressed|^Use -header-filter|^$' | tee /tmp/tpserve-tidy.log
