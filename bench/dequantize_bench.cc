@@ -67,7 +67,7 @@ void BM_Dequantize(benchmark::State& state) {
   for (auto _ : state) {
     const absl::Status s = DequantizeValues(type, bytes, 0, out.size(), out.data());
     if (!s.ok()) {
-      state.SkipWithError(std::string(s.message()).c_str());
+      state.SkipWithError(std::string{s.message()}.c_str());
       break;
     }
     benchmark::DoNotOptimize(out.data());

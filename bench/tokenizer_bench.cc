@@ -35,7 +35,7 @@ const Fixture& Get() {
         std::string(TPSERVE_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
     auto tok = Tokenizer::Load(model);
     if (!tok.ok()) {
-      f->error = std::string(tok.status().message());
+      f->error = std::string{tok.status().message()};
       return f;
     }
     f->tokenizer = std::move(*tok);

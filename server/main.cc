@@ -7,10 +7,13 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "glog/logging.h"
 #include "server/cli/generate_command.h"
 #include "server/cli/inspect_command.h"
 #include "server/cli/tokenize_command.h"
+#include "server/cli/worker_command.h"
+#include "server/coordinator/worker_pool.h"
 
 ABSL_FLAG(std::string, model, "", "Model: a GGUF file or a Hugging Face directory");
 ABSL_FLAG(std::string, prompt, "What is the capital of France?", "Prompt text");
@@ -34,7 +37,13 @@ ABSL_FLAG(uint64_t, seed, 0, "generate: random seed (same seed, same tokens)");
 ABSL_FLAG(uint32_t, logprobs, 0, "generate --json: report this many top alternatives");
 ABSL_FLAG(bool, ignore_eos, false, "generate: keep going past the end-of-sequence token");
 ABSL_FLAG(bool, json, false, "generate: one JSON object per token, then a summary");
-ABSL_FLAG(int32_t, threads, 0, "generate: compute threads (0: every core)");
+ABSL_FLAG(int32_t, threads, 0,
+          "generate: compute threads (0: every core; with --workers: per worker, 0: one)");
+ABSL_FLAG(std::string, workers, "",
+          "generate: run on these workers, HOST:PORT,... (position = rank) instead of in process");
+ABSL_FLAG(uint64_t, kv_budget_mb, 64, "generate --workers: KV cache memory per worker, MiB");
+ABSL_FLAG(std::string, listen, "", "worker: HOST:PORT to serve on");
+ABSL_FLAG(int32_t, metrics_port, 0, "worker: Prometheus port (not served yet)");
 
 namespace {
 
@@ -45,7 +54,9 @@ constexpr char kUsage[] =
     "  tokenize --model PATH [--decode [--skip_special]] [--chat [--render]\n"
     "           [--chat_template FILE]] [--add_special]   (JSON lines on stdin -> stdout)\n"
     "  generate --model PATH --prompt TEXT [--chat] [--max_tokens N] [--temperature T]\n"
-    "           [--top_k K] [--top_p P] [--min_p P] [--seed S] [--threads N] [--json]\n";
+    "           [--top_k K] [--top_p P] [--min_p P] [--seed S] [--threads N] [--json]\n"
+    "           [--workers HOST:PORT,... [--kv_budget_mb M]]   (on a world of workers)\n"
+    "  worker   --listen HOST:PORT   (serves until SIGINT/SIGTERM)\n";
 
 int Finish(const absl::Status& status) {
   if (status.ok()) return 0;
@@ -53,7 +64,7 @@ int Finish(const absl::Status& status) {
   return 1;
 }
 
-tpserve::cli::GenerateOptions GenerateOptionsFromFlags() {
+absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags() {
   tpserve::cli::GenerateOptions o;
   o.model_path = absl::GetFlag(FLAGS_model);
   o.prompt = absl::GetFlag(FLAGS_prompt);
@@ -71,6 +82,13 @@ tpserve::cli::GenerateOptions GenerateOptionsFromFlags() {
   o.sampling.presence_penalty = absl::GetFlag(FLAGS_presence_penalty);
   o.sampling.seed = absl::GetFlag(FLAGS_seed);
   o.sampling.logprobs = absl::GetFlag(FLAGS_logprobs);
+  const std::string workers = absl::GetFlag(FLAGS_workers);
+  if (!workers.empty()) {
+    absl::StatusOr<std::vector<std::string>> list = tpserve::coordinator::ParseWorkerList(workers);
+    if (!list.ok()) return list.status();
+    o.workers = *std::move(list);
+  }
+  o.kv_budget_bytes = absl::GetFlag(FLAGS_kv_budget_mb) << 20;
   return o;
 }
 
@@ -101,7 +119,12 @@ int main(int argc, char** argv) {
     return Finish(tpserve::cli::RunTokenize(options, std::cin, std::cout));
   }
   if (command == "generate") {
-    return Finish(tpserve::cli::RunGenerate(GenerateOptionsFromFlags(), std::cout));
+    absl::StatusOr<tpserve::cli::GenerateOptions> options = GenerateOptionsFromFlags();
+    if (!options.ok()) return Finish(options.status());
+    return Finish(tpserve::cli::RunGenerate(*options, std::cout));
+  }
+  if (command == "worker") {
+    return Finish(tpserve::cli::RunWorker({absl::GetFlag(FLAGS_listen)}));
   }
   std::cerr << "tpserve: unknown command '" << command << "'\n" << kUsage;
   return 2;

@@ -1,23 +1,27 @@
 #include "server/cli/generate_command.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "server/comm/communicator.h"
+#include "server/cli/local_step_runner.h"
+#include "server/cli/remote_step_runner.h"
+#include "server/cli/step_runner.h"
 #include "server/common/status_macros.h"
-#include "server/engine/cpu_backend.h"
-#include "server/engine/llama_model.h"
 #include "server/model/chat_template.h"
 #include "server/model/incremental_decoder.h"
-#include "server/model/shard_plan.h"
 #include "server/model/tokenizer.h"
 #include "server/model/weight_source.h"
 
 namespace tpserve::cli {
 namespace {
+
+// Tokens per KV block of the sequence (the engine's and the workers' default).
+constexpr int64_t kKvBlockSize = 16;
 
 absl::StatusOr<std::vector<int32_t>> PromptIds(const model::Tokenizer& tokenizer,
                                                const GenerateOptions& options) {
@@ -48,6 +52,24 @@ const char* FinishReasonName(int reason) {
   }
 }
 
+absl::StatusOr<std::unique_ptr<StepRunner>> MakeRunner(const GenerateOptions& options,
+                                                       const model::WeightSource& weights,
+                                                       int64_t total) {
+  if (options.workers.empty()) {
+    const int threads = options.threads > 0
+                            ? options.threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return LocalStepRunner::Create(weights, total, options.prefill_chunk, threads);
+  }
+  coordinator::WorkerPoolOptions pool;
+  pool.workers = options.workers;
+  pool.model_path = options.model_path;
+  pool.kv_budget_bytes = options.kv_budget_bytes;
+  pool.kv_block_size = kKvBlockSize;
+  pool.threads = static_cast<uint32_t>(std::max(0, options.threads));
+  return RemoteStepRunner::Create(std::move(pool));
+}
+
 }  // namespace
 
 absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
@@ -68,41 +90,32 @@ absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
         absl::StrCat("prompt (", prompt.size(), " tokens) + max_tokens (", options.max_tokens,
                      ") exceeds the model's context length ", config.context_length));
   }
-
-  ASSIGN_OR_RETURN(model::ShardPlan plan, model::MakeShardPlan(config, 0, 1));
-  const int threads = options.threads > 0
-                          ? options.threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  engine::CpuBackend backend(threads);
-  comm::SingleRankCommunicator comm;
-  engine::EngineOptions engine_options;
-  engine_options.max_batch_tokens = std::max(1, options.prefill_chunk);
-  engine_options.max_logit_rows = 1;
-  engine_options.kv_blocks =
-      (total + engine_options.kv_block_size - 1) / engine_options.kv_block_size;
-  ASSIGN_OR_RETURN(auto model,
-                   engine::LlamaModel::Load(*weights, plan, &backend, &comm, engine_options));
-
-  engine::StepSequence seq;
-  for (int32_t b = 0; b < model->kv_blocks(); ++b) seq.block_table.push_back(b);
-  std::vector<float> logits;
-  // Prefill in chunks; only the last chunk asks for logits.
-  for (size_t begin = 0; begin < prompt.size(); begin += engine_options.max_batch_tokens) {
-    const size_t end = std::min(prompt.size(), begin + engine_options.max_batch_tokens);
-    seq.tokens.assign(prompt.begin() + begin, prompt.begin() + end);
-    seq.start_pos = static_cast<int32_t>(begin);
-    seq.want_logits = end == prompt.size();
-    engine::StepBatch batch{{seq}};
-    RETURN_IF_ERROR(model->Forward(batch, &logits));
+  ASSIGN_OR_RETURN(std::unique_ptr<StepRunner> runner, MakeRunner(options, *weights, total));
+  const int64_t blocks = (total + kKvBlockSize - 1) / kKvBlockSize;
+  if (blocks > runner->kv_blocks()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the sequence needs ", blocks, " KV blocks, the world has ", runner->kv_blocks()));
   }
 
-  engine::Sampler sampler;
-  model::IncrementalDecoder decoder(*tokenizer, /*skip_special=*/true);
+  SequenceStep step;
+  for (int32_t b = 0; b < blocks; ++b) step.block_table.push_back(b);
   std::vector<int32_t> generated;
+  std::optional<engine::SampleResult> sampled;
+  // Prefill in chunks; only the last chunk samples.
+  const size_t chunk = static_cast<size_t>(std::max(1, options.prefill_chunk));
+  for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
+    const size_t end = std::min(prompt.size(), begin + chunk);
+    step.tokens.assign(prompt.begin() + begin, prompt.begin() + end);
+    step.start_pos = static_cast<int32_t>(begin);
+    step.sample = end == prompt.size();
+    step.sample_index = 0;
+    ASSIGN_OR_RETURN(sampled, runner->Run(step, options.sampling, {prompt, generated}));
+  }
+
+  model::IncrementalDecoder decoder(*tokenizer, /*skip_special=*/true);
   int finish = 1;  // length
   for (int i = 0; i < options.max_tokens; ++i) {
-    const engine::SampleResult r =
-        sampler.Sample(logits, options.sampling, {prompt, generated}, static_cast<uint64_t>(i));
+    const engine::SampleResult& r = *sampled;
     generated.push_back(r.token_id);
     const bool eos = !options.ignore_eos && r.token_id == tokenizer->eos_id();
     ASSIGN_OR_RETURN(std::string text, decoder.Feed(r.token_id));
@@ -123,11 +136,11 @@ absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
       break;
     }
     if (i + 1 == options.max_tokens) break;
-    seq.tokens = {r.token_id};
-    seq.start_pos = static_cast<int32_t>(prompt.size() + generated.size() - 1);
-    seq.want_logits = true;
-    engine::StepBatch batch{{seq}};
-    RETURN_IF_ERROR(model->Forward(batch, &logits));
+    step.tokens = {r.token_id};
+    step.start_pos = static_cast<int32_t>(prompt.size() + generated.size() - 1);
+    step.sample = true;
+    step.sample_index = static_cast<uint64_t>(i) + 1;
+    ASSIGN_OR_RETURN(sampled, runner->Run(step, options.sampling, {prompt, generated}));
   }
   const std::string rest = decoder.Flush();
   if (options.json) {

@@ -1,11 +1,15 @@
-// `tpserve generate`: offline generation in one process (world size 1): tokenises the prompt
-// (optionally through the chat template), runs the forward pass and the sampler, and streams
-// the text to stdout as it is produced, or one JSON object per token. Stateless.
+// `tpserve generate`: generation of one prompt: tokenises it (optionally through the chat
+// template), runs the forward pass and the sampler — in this process (world size 1) or, with
+// `workers`, on a world of `tpserve worker` processes (rank 0 samples) — and streams the text
+// to stdout as it is produced, or one JSON object per token. Both modes print the same.
+// Stateless.
 #ifndef TPSERVE_SERVER_CLI_GENERATE_COMMAND_H_
 #define TPSERVE_SERVER_CLI_GENERATE_COMMAND_H_
 
+#include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "server/engine/sampler.h"
@@ -22,6 +26,10 @@ struct GenerateOptions {
   int threads = 0;          // 0: every core
   int prefill_chunk = 256;  // tokens per prefill step
   engine::SamplingParams sampling;
+  // Remote mode: "host:port" of each worker, position = rank (empty: in process). The
+  // workers open `model_path` themselves.
+  std::vector<std::string> workers;
+  uint64_t kv_budget_bytes = 64ull << 20;  // remote mode: KV memory per worker
 };
 
 // Streams the generation to `out`. Errors (model, prompt, parameters) are the Status.

@@ -113,7 +113,7 @@ absl::Status RunTokenize(const TokenizeOptions& options, std::istream& in, std::
     if (result.ok()) {
       out << Dump(*result) << '\n';
     } else {
-      out << Dump(json{{"error", std::string(result.status().message())}}) << '\n';
+      out << Dump(json{{"error", std::string{result.status().message()}}}) << '\n';
     }
   }
   out.flush();

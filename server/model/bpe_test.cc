@@ -47,11 +47,11 @@ TEST(MergeLinesTest, SplitsAtFirstSpace) {
 // Byte-level: "Ġ" (U+0120) is the space byte.
 TEST(ByteLevelBpeTest, MergesWithinPreTokenizedPieces) {
   std::vector<std::string> tokens;
-  for (char c = 'a'; c <= 'z'; ++c) tokens.push_back(std::string(1, c));
-  tokens.push_back("\xC4\xA0");    // 26: Ġ
-  tokens.push_back("\xC4\xA0h");   // 27
-  tokens.push_back("\xC4\xA0hi");  // 28
-  tokens.push_back("hi");          // 29
+  for (char c = 'a'; c <= 'z'; ++c) tokens.emplace_back(1, c);
+  tokens.emplace_back("\xC4\xA0");    // 26: Ġ
+  tokens.emplace_back("\xC4\xA0h");   // 27
+  tokens.emplace_back("\xC4\xA0hi");  // 28
+  tokens.emplace_back("hi");          // 29
   auto vocab = Vocab::FromTokens(tokens, -1);
   auto bpe =
       NewByteLevelBpe(vocab, {{"\xC4\xA0", "h"}, {"\xC4\xA0h", "i"}, {"h", "i"}}, "gpt2", false);
@@ -75,7 +75,7 @@ std::shared_ptr<Vocab> SpmVocab() {
   for (int b = 0; b < 256; ++b) {
     char name[8];
     snprintf(name, sizeof(name), "<0x%02X>", b);
-    tokens.push_back(name);  // id 6 + b
+    tokens.emplace_back(name);  // id 6 + b
   }
   return Vocab::FromTokens(tokens, 0);
 }

@@ -39,7 +39,8 @@ float HalfReference(uint16_t h) {
   const int sign = h >> 15, exp = (h >> 10) & 31, mant = h & 1023;
   if (exp == 31) {
     if (mant == 0) return sign ? -INFINITY : INFINITY;
-    return std::bit_cast<float>((uint32_t{1} * sign << 31) | 0x7F800000u | (uint32_t(mant) << 13));
+    return std::bit_cast<float>((uint32_t{1} * sign << 31) | 0x7F800000u |
+                                (static_cast<uint32_t>(mant) << 13));
   }
   const double v = exp == 0 ? std::ldexp(mant, -24) : std::ldexp(1024 + mant, exp - 25);
   return static_cast<float>(sign ? -v : v);

@@ -19,7 +19,7 @@ absl::StatusOr<std::string> IncrementalDecoder::Feed(int32_t id) {
   }
   pending_.append(bytes.data(), bytes.size());
   const size_t ready = Utf8CompletePrefixLength(pending_);
-  std::string out = Utf8Lossy(std::string_view(pending_).substr(0, ready));
+  std::string out = Utf8Lossy(std::string_view{pending_}.substr(0, ready));
   pending_.erase(0, ready);
   return out;
 }

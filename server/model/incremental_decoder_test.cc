@@ -20,7 +20,7 @@ std::unique_ptr<Tokenizer> SpmTokenizer() {
     snprintf(name, sizeof(name), "<0x%02X>", b);
     vocab.push_back(absl::StrCat("\"", name, "\": ", 3 + b));
   }
-  vocab.push_back(R"("<s>": 259)");
+  vocab.emplace_back(R"("<s>": 259)");
   const std::string json = absl::StrCat(
       R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {)", absl::StrJoin(vocab, ","),
       R"(}, "merges": ["▁ a"]},

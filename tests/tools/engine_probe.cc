@@ -7,12 +7,15 @@
 //       greedy continuations of all lines, decoded together as one batch (a sequence stops
 //       after emitting EOS, which is kept); prints a JSON array of ids per line.
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "server/comm/communicator.h"
 #include "server/engine/cpu_backend.h"
@@ -31,18 +34,45 @@ int Fail(const std::string& what) {
   return 1;
 }
 
-}  // namespace
+// The token ids of one input line's JSON array, converted as json::get<std::vector<int32_t>>()
+// would (numbers and booleans cast to int32_t) but without throwing: false when `j` is not an
+// array or holds anything else.
+bool ToTokenIds(const nlohmann::json& j, std::vector<int32_t>* ids) {
+  using json = nlohmann::json;
+  const auto* array = j.get_ptr<const json::array_t*>();
+  if (array == nullptr) return false;
+  ids->clear();
+  ids->reserve(array->size());
+  for (const json& v : *array) {
+    if (const auto* u = v.get_ptr<const json::number_unsigned_t*>()) {
+      ids->push_back(static_cast<int32_t>(*u));
+    } else if (const auto* i = v.get_ptr<const json::number_integer_t*>()) {
+      ids->push_back(static_cast<int32_t>(*i));
+    } else if (const auto* f = v.get_ptr<const json::number_float_t*>()) {
+      ids->push_back(static_cast<int32_t>(*f));
+    } else if (const auto* b = v.get_ptr<const json::boolean_t*>()) {
+      ids->push_back(static_cast<int32_t>(*b));
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
 
-int main(int argc, char** argv) {
+int Probe(int argc, char** argv) {
   if (argc < 4) return Fail("usage: engine_probe MODEL logits OUT.f32 | greedy N [THREADS]");
   const std::string mode = argv[2];
-  const int threads = argc > 4 ? std::stoi(argv[4]) : 2;
+  int threads = 2;
+  if (argc > 4 && !absl::SimpleAtoi(argv[4], &threads)) {
+    return Fail(absl::StrCat("THREADS is not an integer: ", argv[4]));
+  }
   std::vector<std::vector<int32_t>> prompts;
   for (std::string line; std::getline(std::cin, line);) {
     if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_array()) return Fail("bad input line: " + line);
-    prompts.push_back(j.get<std::vector<int32_t>>());
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    std::vector<int32_t> ids;
+    if (j.is_discarded() || !ToTokenIds(j, &ids)) return Fail("bad input line: " + line);
+    prompts.push_back(std::move(ids));
   }
   auto weights = tpserve::model::OpenWeightSource(argv[1]);
   if (!weights.ok()) return Fail(weights.status().ToString());
@@ -54,7 +84,10 @@ int main(int argc, char** argv) {
   tpserve::engine::EngineOptions options;
   options.max_batch_tokens = 4096;
   options.max_logit_rows = 1024;
-  const int64_t max_new = mode == "greedy" ? std::stoll(argv[3]) : 0;
+  int64_t max_new = 0;
+  if (mode == "greedy" && !absl::SimpleAtoi(argv[3], &max_new)) {
+    return Fail(absl::StrCat("MAX_TOKENS is not an integer: ", argv[3]));
+  }
   const int64_t blocks_per_seq = (1024 + max_new + 15) / 16;
   options.kv_blocks = blocks_per_seq * static_cast<int64_t>(std::max<size_t>(prompts.size(), 1));
   auto model = tpserve::engine::LlamaModel::Load(**weights, *plan, &backend, &comm, options);
@@ -112,4 +145,14 @@ int main(int argc, char** argv) {
   }
   for (const auto& g : generated) std::cout << nlohmann::json(g).dump() << "\n";
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Probe(argc, argv);
+  } catch (const std::exception& e) {  // bad_alloc and the like: report, never escape
+    return Fail(e.what());
+  }
 }

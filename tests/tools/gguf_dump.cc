@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -52,8 +53,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       }
       const size_t colon = v.find(':');
       if (colon == std::string::npos ||
-          !ParseInt(std::string_view(v).substr(0, colon), &o->row_begin) ||
-          !ParseInt(std::string_view(v).substr(colon + 1), &o->row_end) ||
+          !ParseInt(std::string_view{v}.substr(0, colon), &o->row_begin) ||
+          !ParseInt(std::string_view{v}.substr(colon + 1), &o->row_end) ||
           o->row_end < o->row_begin) {
         std::cerr << "bad --rows " << v << " (want A:B with 0 <= A <= B)\n";
         return false;
@@ -133,8 +134,13 @@ int main(int argc, char** argv) {
     std::cerr << "usage: gguf_dump MODEL.gguf OUTDIR [--rows A:B] [--tensor NAME]...\n";
     return 2;
   }
-  if (const absl::Status s = Run(o); !s.ok()) {
-    std::cerr << "gguf_dump: " << s << "\n";
+  try {
+    if (const absl::Status s = Run(o); !s.ok()) {
+      std::cerr << "gguf_dump: " << s << "\n";
+      return 1;
+    }
+  } catch (const std::exception& e) {  // bad_alloc, invalid UTF-8 in a name: report, never escape
+    std::cerr << "gguf_dump: " << e.what() << "\n";
     return 1;
   }
   return 0;

@@ -1,0 +1,32 @@
+#include "server/cli/worker_command.h"
+
+#include <signal.h>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "server/worker/worker_server.h"
+
+namespace tpserve::cli {
+
+absl::Status RunWorker(const WorkerCommandOptions& options) {
+  if (options.listen.empty()) return absl::InvalidArgumentError("worker: --listen is required");
+  // Blocked here, so every thread started below inherits the mask and sigwait gets them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  if (pthread_sigmask(SIG_BLOCK, &signals, nullptr) != 0) {
+    return absl::InternalError("worker: cannot block SIGINT/SIGTERM");
+  }
+  absl::StatusOr<std::unique_ptr<worker::WorkerServer>> server =
+      worker::WorkerServer::Start(options.listen);
+  if (!server.ok()) return server.status();
+  LOG(INFO) << "worker listening on " << options.listen << " (port " << (*server)->port() << ")";
+  int signal = 0;
+  if (sigwait(&signals, &signal) != 0) return absl::InternalError("worker: sigwait failed");
+  LOG(INFO) << "worker: signal " << signal << ", shutting down";
+  (*server)->Shutdown();
+  return absl::OkStatus();
+}
+
+}  // namespace tpserve::cli

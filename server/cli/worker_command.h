@@ -1,0 +1,22 @@
+// `tpserve worker`: serves the Worker service (and grpc.health.v1) on one address until
+// SIGINT or SIGTERM, then shuts down cleanly. Stateless.
+#ifndef TPSERVE_SERVER_CLI_WORKER_COMMAND_H_
+#define TPSERVE_SERVER_CLI_WORKER_COMMAND_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace tpserve::cli {
+
+struct WorkerCommandOptions {
+  std::string listen;  // HOST:PORT
+};
+
+// Blocks SIGINT/SIGTERM in the calling thread (call before any other thread starts), serves
+// and returns OK after one of them arrived.
+absl::Status RunWorker(const WorkerCommandOptions& options);
+
+}  // namespace tpserve::cli
+
+#endif  // TPSERVE_SERVER_CLI_WORKER_COMMAND_H_

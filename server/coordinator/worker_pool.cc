@@ -1,0 +1,399 @@
+#include "server/coordinator/worker_pool.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "glog/logging.h"
+
+namespace tpserve::coordinator {
+
+using tpserve::v1::CoordinatorMessage;
+using tpserve::v1::StoreReply;
+using tpserve::v1::StoreRequest;
+using tpserve::v1::WorkerMessage;
+
+namespace {
+
+// Slice of a blocking store operation between checks for teardown.
+constexpr absl::Duration kStoreSlice = absl::Milliseconds(50);
+
+std::string HostOf(const std::string& address) {
+  if (!address.empty() && address.front() == '[') {  // [v6]:port
+    return address.substr(1, address.find(']') - 1);
+  }
+  return address.substr(0, address.rfind(':'));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ParseWorkerList(const std::string& list) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    const std::string address(absl::StripAsciiWhitespace(part));
+    const size_t colon = address.rfind(':');
+    int port = 0;
+    if (colon == std::string::npos || colon == 0 ||
+        !absl::SimpleAtoi(address.substr(colon + 1), &port) || port <= 0 || port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--workers: '", address, "' is not HOST:PORT"));
+    }
+    out.push_back(address);
+  }
+  if (out.empty()) return absl::InvalidArgumentError("--workers: the list is empty");
+  return out;
+}
+
+// One worker's Session. `ready` and `result` are guarded by WorkerPool::mu_; `write_mu`
+// serialises writes; the stream is read only by `reader`.
+struct WorkerPool::Session {
+  int rank = 0;
+  std::string address;
+  std::unique_ptr<tpserve::v1::Worker::Stub> stub;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<CoordinatorMessage, WorkerMessage>> stream;
+  absl::Mutex write_mu;
+  std::thread reader;
+  std::optional<tpserve::v1::Ready> ready;
+  std::optional<tpserve::v1::StepResult> result;
+};
+
+WorkerPool::WorkerPool(WorkerPoolOptions options) : options_(std::move(options)) {}
+
+WorkerPool::~WorkerPool() { Shutdown("pool destroyed"); }
+
+int64_t WorkerPool::kv_blocks() const {
+  absl::MutexLock lock(&mu_);
+  return kv_blocks_;
+}
+
+int32_t WorkerPool::vocab_size() const {
+  absl::MutexLock lock(&mu_);
+  return vocab_size_;
+}
+
+uint64_t WorkerPool::generation() const {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
+absl::Status WorkerPool::status() const {
+  absl::MutexLock lock(&mu_);
+  return state_ == State::kUp ? absl::OkStatus() : down_;
+}
+
+bool WorkerPool::Write(Session* s, const CoordinatorMessage& message) {
+  absl::MutexLock lock(&s->write_mu);
+  return s->stream->Write(message);
+}
+
+void WorkerPool::MarkDown(int rank, absl::StatusCode code, const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  MarkDownLocked(rank, code, reason);
+}
+
+void WorkerPool::MarkDownLocked(int rank, absl::StatusCode code, const std::string& reason) {
+  if (state_ != State::kStarting && state_ != State::kUp) return;  // first reason wins
+  state_ = State::kDown;
+  const std::string address = rank >= 0 && rank < world_size() ? options_.workers[rank] : "?";
+  down_ =
+      absl::Status(code, absl::StrCat("world generation ", generation_, " is down: worker rank ",
+                                      rank, " (", address, "): ", reason));
+  LOG(WARNING) << down_;
+  // Cancel every Session: the workers abort their communicators and become free again.
+  for (const auto& s : sessions_) s->context.TryCancel();
+}
+
+absl::Status WorkerPool::Start() {
+  Teardown();
+  if (options_.workers.empty()) return absl::InvalidArgumentError("WorkerPool: no workers");
+  uint64_t generation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    state_ = State::kStarting;
+    closing_ = false;
+    generation = ++generation_;
+    kv_blocks_ = 0;
+    vocab_size_ = 0;
+  }
+  for (int r = 0; r < world_size(); ++r) {
+    auto s = std::make_unique<Session>();
+    s->rank = r;
+    s->address = options_.workers[r];
+    s->stub = tpserve::v1::Worker::NewStub(
+        grpc::CreateChannel(s->address, grpc::InsecureChannelCredentials()));
+    sessions_.push_back(std::move(s));
+  }
+  for (const auto& s : sessions_) {
+    s->stream = s->stub->Session(&s->context);
+    {
+      absl::MutexLock lock(&mu_);
+      ++readers_alive_;
+    }
+    s->reader = std::thread([this, session = s.get()] { ReadLoop(session); });
+    CoordinatorMessage message;
+    tpserve::v1::Init* init = message.mutable_init();
+    init->set_model_path(options_.model_path);
+    init->set_rank(static_cast<uint32_t>(s->rank));
+    init->set_world_size(static_cast<uint32_t>(world_size()));
+    init->set_backend(tpserve::v1::COMM_BACKEND_GLOO);
+    init->set_kv_budget_bytes(options_.kv_budget_bytes);
+    init->set_kv_block_size(options_.kv_block_size);
+    init->set_world_generation(generation);
+    init->set_comm_host(HostOf(s->address));
+    init->set_comm_timeout_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.comm_timeout)));
+    init->set_threads(options_.threads);
+    if (!Write(s.get(), message)) {
+      MarkDown(s->rank, absl::StatusCode::kUnavailable, "cannot send Init (unreachable?)");
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  auto all_ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (state_ != State::kStarting) return true;
+    for (const auto& s : sessions_) {
+      if (!s->ready.has_value()) return false;
+    }
+    return true;
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&all_ready), options_.ready_timeout)) {
+    for (const auto& s : sessions_) {
+      if (!s->ready.has_value()) {
+        MarkDownLocked(
+            s->rank, absl::StatusCode::kDeadlineExceeded,
+            absl::StrCat("no Ready within ", absl::FormatDuration(options_.ready_timeout)));
+        break;
+      }
+    }
+  }
+  if (state_ != State::kStarting) return down_;
+  kv_blocks_ = sessions_.front()->ready->kv_blocks();
+  for (const auto& s : sessions_) {
+    kv_blocks_ = std::min<int64_t>(kv_blocks_, s->ready->kv_blocks());
+  }
+  vocab_size_ = static_cast<int32_t>(sessions_.front()->ready->vocab_size());
+  state_ = State::kUp;
+  LOG(INFO) << "world generation " << generation_ << " up: " << world_size() << " workers, "
+            << kv_blocks_ << " KV blocks";
+  return absl::OkStatus();
+}
+
+void WorkerPool::ReadLoop(Session* s) {
+  WorkerMessage message;
+  while (s->stream->Read(&message)) {
+    switch (message.kind_case()) {
+      case WorkerMessage::kStoreRequest:
+        ServeStoreRequest(s, message.store_request());
+        break;
+      case WorkerMessage::kReady: {
+        absl::MutexLock lock(&mu_);
+        s->ready = message.ready();
+        break;
+      }
+      case WorkerMessage::kStepResult: {
+        absl::MutexLock lock(&mu_);
+        const tpserve::v1::StepResult& result = message.step_result();
+        if (result.step_id() == current_step_) s->result = result;
+        if (!result.error().empty()) {
+          MarkDownLocked(s->rank, absl::StatusCode::kInternal,
+                         absl::StrCat("step ", result.step_id(), " failed: ", result.error()));
+        }
+        break;
+      }
+      case WorkerMessage::kError:
+        MarkDown(s->rank, absl::StatusCode::kFailedPrecondition, message.error());
+        break;
+      default:
+        MarkDown(s->rank, absl::StatusCode::kInternal,
+                 absl::StrCat("unexpected message kind ", message.kind_case()));
+        break;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  MarkDownLocked(s->rank, absl::StatusCode::kUnavailable, "the Session stream broke");
+  --readers_alive_;
+}
+
+StoreReply WorkerPool::BlockingStoreOp(const StoreRequest& request) {
+  StoreReply reply;
+  reply.set_id(request.id());
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(request.timeout_ms());
+  while (true) {
+    const absl::Duration slice = std::min(kStoreSlice, deadline - absl::Now());
+    absl::Status status;
+    if (request.op() == StoreRequest::OP_GET) {
+      absl::StatusOr<std::string> value =
+          store_.Get(request.key(), std::max(slice, absl::ZeroDuration()));
+      if (value.ok()) reply.set_value(*value);
+      status = value.status();
+    } else {
+      status = store_.Wait({request.keys().begin(), request.keys().end()},
+                           std::max(slice, absl::ZeroDuration()));
+    }
+    if (status.ok()) return reply;
+    if (!absl::IsDeadlineExceeded(status) || absl::Now() >= deadline) {
+      reply.set_error(status.ToString());
+      return reply;
+    }
+    absl::MutexLock lock(&mu_);
+    if (closing_) {
+      reply.set_error("the coordinator is tearing the world down");
+      return reply;
+    }
+  }
+}
+
+void WorkerPool::ServeStoreRequest(Session* s, const StoreRequest& request) {
+  StoreReply reply;
+  reply.set_id(request.id());
+  switch (request.op()) {
+    case StoreRequest::OP_SET:
+      if (absl::Status st = store_.Set(request.key(), request.value()); !st.ok()) {
+        reply.set_error(st.ToString());
+      }
+      break;
+    case StoreRequest::OP_ADD: {
+      int64_t delta = 0;
+      if (!absl::SimpleAtoi(request.value(), &delta)) {
+        reply.set_error(absl::StrCat("ADD: '", request.value(), "' is not an integer"));
+        break;
+      }
+      absl::StatusOr<int64_t> value = store_.Add(request.key(), delta);
+      if (value.ok()) {
+        reply.set_value(absl::StrCat(*value));
+      } else {
+        reply.set_error(value.status().ToString());
+      }
+      break;
+    }
+    case StoreRequest::OP_GET:
+    case StoreRequest::OP_WAIT: {
+      // Blocking: answer from a thread of its own so the reader keeps dispatching.
+      absl::MutexLock lock(&mu_);
+      if (closing_) return;
+      store_threads_.emplace_back([this, s, request] {
+        CoordinatorMessage message;
+        *message.mutable_store_reply() = BlockingStoreOp(request);
+        Write(s, message);
+      });
+      return;
+    }
+    default:
+      reply.set_error(absl::StrCat("unknown store op ", request.op()));
+      break;
+  }
+  CoordinatorMessage message;
+  *message.mutable_store_reply() = std::move(reply);
+  Write(s, message);
+}
+
+absl::StatusOr<StepOutcome> WorkerPool::RunStep(const tpserve::v1::Step& step) {
+  absl::MutexLock step_lock(&step_mu_);
+  const absl::Time start = absl::Now();
+  CoordinatorMessage message;
+  *message.mutable_step() = step;
+  if (step.deadline_ms() == 0) {
+    message.mutable_step()->set_deadline_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.step_deadline)));
+  }
+  const absl::Duration deadline = absl::Milliseconds(message.step().deadline_ms());
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kUp) {
+      return absl::UnavailableError(down_.message());
+    }
+    current_step_ = step.step_id();
+    for (const auto& s : sessions_) s->result.reset();
+  }
+  for (const auto& s : sessions_) {
+    if (!Write(s.get(), message)) {
+      MarkDown(s->rank, absl::StatusCode::kUnavailable, "cannot send the Step: the stream broke");
+      break;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  auto joined = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (state_ != State::kUp) return true;
+    for (const auto& s : sessions_) {
+      if (!s->result.has_value()) return false;
+    }
+    return true;
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&joined), deadline)) {
+    for (const auto& s : sessions_) {
+      if (!s->result.has_value()) {
+        MarkDownLocked(s->rank, absl::StatusCode::kDeadlineExceeded,
+                       absl::StrCat("step ", step.step_id(), " missed its deadline of ",
+                                    absl::FormatDuration(deadline)));
+        break;
+      }
+    }
+    return down_;
+  }
+  if (state_ != State::kUp) return down_;
+  StepOutcome outcome;
+  outcome.result = *sessions_.front()->result;
+  for (const auto& s : sessions_) {
+    outcome.compute_ns.push_back(s->result->compute_ns());
+    outcome.comm_ns.push_back(s->result->comm_ns());
+  }
+  outcome.wall = absl::Now() - start;
+  return outcome;
+}
+
+void WorkerPool::Shutdown(const std::string& reason) {
+  bool was_up = false;
+  {
+    absl::MutexLock lock(&mu_);
+    was_up = state_ == State::kUp;
+  }
+  if (was_up) {
+    CoordinatorMessage message;
+    message.mutable_shutdown()->set_reason(reason);
+    for (const auto& s : sessions_) {
+      Write(s.get(), message);
+      absl::MutexLock lock(&s->write_mu);
+      s->stream->WritesDone();
+    }
+    absl::MutexLock lock(&mu_);
+    state_ = State::kIdle;
+    down_ = absl::UnavailableError(absl::StrCat("the world was shut down: ", reason));
+    auto closed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return readers_alive_ == 0; };
+    mu_.AwaitWithTimeout(absl::Condition(&closed), options_.shutdown_grace);
+  }
+  Teardown();
+}
+
+void WorkerPool::Teardown() {
+  std::vector<std::thread> store_threads;
+  uint64_t generation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+    if (state_ == State::kStarting || state_ == State::kUp) state_ = State::kIdle;
+    store_threads.swap(store_threads_);
+    generation = generation_;
+  }
+  for (const auto& s : sessions_) s->context.TryCancel();
+  for (const auto& s : sessions_) {
+    if (s->reader.joinable()) s->reader.join();
+  }
+  for (std::thread& t : store_threads) t.join();
+  store_threads.clear();
+  {
+    absl::MutexLock lock(&mu_);  // store threads started after the swap
+    store_threads.swap(store_threads_);
+  }
+  for (std::thread& t : store_threads) t.join();
+  for (const auto& s : sessions_) {
+    if (s->stream != nullptr) s->stream->Finish();
+  }
+  sessions_.clear();
+  if (generation > 0) store_.EraseWithPrefix(absl::StrCat("gen", generation, "/"));
+}
+
+}  // namespace tpserve::coordinator

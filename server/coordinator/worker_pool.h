@@ -1,0 +1,125 @@
+// WorkerPool: the coordinator's side of the worker world. It dials every worker (list
+// position = rank), opens one Session per worker, sends Init, serves the workers' rendezvous
+// StoreRequests from one InMemoryStore (keys carry the worker-chosen "gen<generation>/"
+// prefix), waits (bounded) for every Ready and then fans each Step out to all workers and
+// joins their StepResults under a per-step deadline.
+//
+// A broken stream, a worker's error or a missed deadline marks the world DOWN with the
+// worker's rank and reason; the pool cancels every Session (so the workers abort their
+// communicators and can be re-initialised), and every later RunStep fails fast with
+// UNAVAILABLE until Start() builds a new world generation.
+//
+// Thread-safety: Start() and Shutdown() are called by the owner, never concurrently with
+// each other or with RunStep(); RunStep() may be called from any thread (calls are
+// serialised); the accessors and status() are safe from any thread. Internally one reader
+// thread per Session dispatches the worker's messages; blocking store operations (Get/Wait)
+// each run on their own short-lived thread so the reader never blocks.
+#ifndef TPSERVE_SERVER_COORDINATOR_WORKER_POOL_H_
+#define TPSERVE_SERVER_COORDINATOR_WORKER_POOL_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "server/comm/store.h"
+#include "tpserve/v1/worker.grpc.pb.h"
+
+namespace tpserve::coordinator {
+
+struct WorkerPoolOptions {
+  std::vector<std::string> workers;                   // "host:port" of each worker; position = rank
+  std::string model_path;                             // as the workers see it
+  uint64_t kv_budget_bytes = 64ull << 20;             // per worker
+  uint32_t kv_block_size = 16;                        // tokens per KV block
+  uint32_t threads = 0;                               // compute threads per worker (0: its default)
+  absl::Duration comm_timeout = absl::Seconds(30);    // per collective, and the rendezvous
+  absl::Duration ready_timeout = absl::Seconds(120);  // Init → every Ready
+  absl::Duration step_deadline = absl::Seconds(30);   // when a Step carries no deadline_ms
+  absl::Duration shutdown_grace = absl::Seconds(5);   // for workers to close after Shutdown
+};
+
+// Splits "h:p,h:p" into addresses; InvalidArgument for an empty list or a bad entry.
+absl::StatusOr<std::vector<std::string>> ParseWorkerList(const std::string& list);
+
+// The joined result of one step.
+struct StepOutcome {
+  tpserve::v1::StepResult result;    // rank 0's: the sampled tokens
+  std::vector<uint64_t> compute_ns;  // [world_size] per rank
+  std::vector<uint64_t> comm_ns;     // [world_size] per rank
+  absl::Duration wall;               // fan-out to the last result
+};
+
+class WorkerPool {
+ public:
+  explicit WorkerPool(WorkerPoolOptions options);
+  ~WorkerPool();  // Shutdown("pool destroyed")
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  // Builds a new world generation: tears down the previous one, dials, Inits, serves the
+  // rendezvous and waits for every Ready (bounded by ready_timeout). On failure the world
+  // is DOWN and the Status names the rank and the reason.
+  absl::Status Start();
+
+  // Sends `step` to every worker and joins the results. UNAVAILABLE at once while the world
+  // is down; DEADLINE_EXCEEDED (and the world down) when a worker misses the deadline
+  // (step.deadline_ms, else options.step_deadline); the worker's error otherwise.
+  absl::StatusOr<StepOutcome> RunStep(const tpserve::v1::Step& step);
+
+  // Sends Shutdown to every worker and closes the Sessions (bounded). Idempotent.
+  void Shutdown(const std::string& reason);
+
+  int world_size() const { return static_cast<int>(options_.workers.size()); }
+  // Valid after a successful Start().
+  int64_t kv_blocks() const;
+  int64_t kv_block_size() const { return options_.kv_block_size; }
+  int32_t vocab_size() const;
+  uint64_t generation() const;
+  // OK while the world is up; the DOWN reason otherwise (UNAVAILABLE before Start()).
+  absl::Status status() const;
+
+ private:
+  struct Session;  // one worker's stream, reader thread and results
+  enum class State { kIdle, kStarting, kUp, kDown };
+
+  void ReadLoop(Session* s);
+  void ServeStoreRequest(Session* s, const tpserve::v1::StoreRequest& request);
+  // Runs a Get or Wait in slices so that Teardown() stops it promptly.
+  tpserve::v1::StoreReply BlockingStoreOp(const tpserve::v1::StoreRequest& request);
+  bool Write(Session* s, const tpserve::v1::CoordinatorMessage& message);
+  void MarkDown(int rank, absl::StatusCode code, const std::string& reason)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void MarkDownLocked(int rank, absl::StatusCode code, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Cancels and joins every Session and store thread; forgets the generation's keys.
+  void Teardown();
+
+  const WorkerPoolOptions options_;
+  comm::InMemoryStore store_;
+  absl::Mutex step_mu_;  // serialises RunStep
+
+  mutable absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
+  absl::Status down_ ABSL_GUARDED_BY(mu_) = absl::UnavailableError("the world is not started");
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;  // teardown in progress: stop store ops
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t current_step_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t kv_blocks_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t vocab_size_ ABSL_GUARDED_BY(mu_) = 0;
+  int readers_alive_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::unique_ptr<Session>> sessions_;  // [world_size]; owner thread only
+  std::vector<std::thread> store_threads_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tpserve::coordinator
+
+#endif  // TPSERVE_SERVER_COORDINATOR_WORKER_POOL_H_

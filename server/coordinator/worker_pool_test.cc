@@ -1,0 +1,256 @@
+#include "server/coordinator/worker_pool.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "server/comm/communicator.h"
+#include "server/engine/cpu_backend.h"
+#include "server/engine/llama_model.h"
+#include "server/model/shard_plan.h"
+#include "server/model/weight_source.h"
+#include "server/worker/worker_server.h"
+
+namespace tpserve::coordinator {
+namespace {
+
+const std::string kModel = TPSERVE_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+const std::vector<int32_t> kPrompt = {504, 3575, 282, 4649, 314};  // "The capital of France is"
+
+// A communicator whose collectives stall (until Abort) for `stall`: a worker that hangs.
+class StallingCommunicator final : public comm::Communicator {
+ public:
+  explicit StallingCommunicator(absl::Duration stall) : stall_(stall) {}
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string_view backend_name() const override { return "stalling"; }
+  absl::Status AllReduceSum(float*, int64_t) override { return Stall(); }
+  absl::Status AllGather(const float* in, int64_t count, float* out) override {
+    std::copy(in, in + count, out);
+    return Stall();
+  }
+  absl::Status Broadcast(float*, int64_t, int) override { return Stall(); }
+  absl::Status Barrier() override { return Stall(); }
+  void Abort() override {
+    absl::MutexLock lock(&mu_);
+    aborted_ = true;
+  }
+
+ private:
+  absl::Status Stall() {
+    absl::MutexLock lock(&mu_);
+    if (mu_.AwaitWithTimeout(absl::Condition(&aborted_), stall_)) {
+      return absl::AbortedError("aborted");
+    }
+    return absl::OkStatus();
+  }
+  const absl::Duration stall_;
+  absl::Mutex mu_;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+std::unique_ptr<worker::WorkerServer> StartWorker(worker::WorkerServiceOptions options = {}) {
+  auto server = worker::WorkerServer::Start("127.0.0.1:0", std::move(options));
+  EXPECT_TRUE(server.ok()) << server.status();
+  return *std::move(server);
+}
+
+WorkerPoolOptions PoolOptions(const std::vector<const worker::WorkerServer*>& workers) {
+  WorkerPoolOptions o;
+  for (const auto* w : workers) o.workers.push_back(absl::StrCat("127.0.0.1:", w->port()));
+  o.model_path = kModel;
+  o.kv_budget_bytes = 8 << 20;
+  o.threads = 1;
+  o.ready_timeout = absl::Seconds(60);
+  return o;
+}
+
+tpserve::v1::Step PrefillStep(uint64_t id) {
+  tpserve::v1::Step step;
+  step.set_step_id(id);
+  tpserve::v1::StepSequence* seq = step.add_sequences();
+  seq->set_seq_id(7);
+  seq->mutable_token_ids()->Add(kPrompt.begin(), kPrompt.end());
+  seq->add_block_table(0);
+  seq->set_sample(true);
+  seq->mutable_sampling()->set_top_p(1.0f);
+  seq->mutable_sampling()->set_repetition_penalty(1.0f);
+  seq->mutable_sampling()->set_logprobs(2);
+  return step;
+}
+
+// The greedy next token of kPrompt computed in this process.
+int32_t InProcessArgmax() {
+  auto weights = model::OpenWeightSource(kModel).value();
+  auto plan = model::MakeShardPlan(weights->config(), 0, 1).value();
+  engine::CpuBackend backend(1);
+  comm::SingleRankCommunicator comm;
+  engine::EngineOptions options;
+  options.kv_blocks = 1;
+  auto llama = engine::LlamaModel::Load(*weights, plan, &backend, &comm, options).value();
+  engine::StepSequence seq;
+  seq.tokens = kPrompt;
+  seq.block_table = {0};
+  std::vector<float> logits;
+  EXPECT_TRUE(llama->Forward(engine::StepBatch{{seq}}, &logits).ok());
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+TEST(ParseWorkerListTest, ParsesAndRefuses) {
+  EXPECT_EQ(ParseWorkerList("a:1, b:2").value(), (std::vector<std::string>{"a:1", "b:2"}));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseWorkerList("").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseWorkerList("a:1,b").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseWorkerList("a:99999").status()));
+}
+
+TEST(WorkerPoolTest, WorldOfOneSamplesLikeInProcess) {
+  auto worker = StartWorker();
+  WorkerPool pool(PoolOptions({worker.get()}));
+  ASSERT_TRUE(pool.Start().ok()) << pool.status();
+  EXPECT_GT(pool.kv_blocks(), 0);
+  EXPECT_EQ(pool.vocab_size(), 49152);
+  absl::StatusOr<StepOutcome> outcome = pool.RunStep(PrefillStep(1));
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_EQ(outcome->result.tokens_size(), 1);
+  const tpserve::v1::SampledToken& t = outcome->result.tokens(0);
+  EXPECT_EQ(t.seq_id(), 7u);
+  EXPECT_EQ(t.token_id(), InProcessArgmax());
+  EXPECT_EQ(t.top_token_ids_size(), 2);
+  EXPECT_EQ(t.top_token_ids(0), t.token_id());
+  EXPECT_GT(outcome->compute_ns[0], 0u);
+  pool.Shutdown("test done");
+  EXPECT_TRUE(absl::IsUnavailable(pool.RunStep(PrefillStep(2)).status()));
+  // The worker is free again: a new world starts on it.
+  WorkerPool again(PoolOptions({worker.get()}));
+  EXPECT_TRUE(again.Start().ok()) << again.status();
+}
+
+TEST(WorkerPoolTest, RendezvousTravelsThroughTheCoordinatorStore) {
+  worker::WorkerServiceOptions options;
+  options.comm_factory =
+      [](comm::Store* store,
+         const worker::CommSpec& spec) -> absl::StatusOr<std::unique_ptr<comm::Communicator>> {
+    // What Gloo does: publish, count, then read back through the coordinator.
+    if (absl::Status s = store->Set(spec.prefix + "addr/0", "here"); !s.ok()) return s;
+    absl::StatusOr<int64_t> n = store->Add(spec.prefix + "joined", 1);
+    if (!n.ok()) return n.status();
+    if (*n != 1) return absl::InternalError(absl::StrCat("joined = ", *n));
+    if (absl::Status s = store->Wait({spec.prefix + "addr/0"}, absl::Seconds(1)); !s.ok()) return s;
+    absl::StatusOr<std::string> v = store->Get(spec.prefix + "addr/0", absl::Seconds(1));
+    if (!v.ok()) return v.status();
+    if (*v != "here") return absl::InternalError("store value lost");
+    return std::make_unique<comm::SingleRankCommunicator>();
+  };
+  auto worker = StartWorker(std::move(options));
+  WorkerPool pool(PoolOptions({worker.get()}));
+  ASSERT_TRUE(pool.Start().ok()) << pool.status();
+  EXPECT_EQ(pool.generation(), 1u);
+  // A second generation on the same pool: keys of generation 1 never match (joined == 1).
+  ASSERT_TRUE(pool.Start().ok()) << pool.status();
+  EXPECT_EQ(pool.generation(), 2u);
+}
+
+TEST(WorkerPoolTest, InitErrorsSurfaceWithTheRank) {
+  auto worker = StartWorker();
+  WorkerPoolOptions options = PoolOptions({worker.get()});
+  options.model_path = "/nonexistent/model.gguf";
+  WorkerPool pool(options);
+  absl::Status status = pool.Start();
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("rank 0"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("not readable"), std::string::npos) << status;
+  EXPECT_TRUE(absl::IsUnavailable(pool.RunStep(PrefillStep(1)).status()));
+}
+
+TEST(WorkerPoolTest, SecondConcurrentSessionIsRefused) {
+  auto worker = StartWorker();
+  WorkerPool first(PoolOptions({worker.get()}));
+  ASSERT_TRUE(first.Start().ok()) << first.status();
+  WorkerPool second(PoolOptions({worker.get()}));
+  absl::Status status = second.Start();
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("rank 0"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("already serves a Session"), std::string::npos) << status;
+  EXPECT_TRUE(first.RunStep(PrefillStep(1)).ok());  // the first world is untouched
+}
+
+TEST(WorkerPoolTest, UnreachableWorkerIsReportedNotAwaited) {
+  auto worker = StartWorker();
+  const int port = worker->port();
+  worker.reset();  // nobody listens there now
+  WorkerPoolOptions options;
+  options.workers = {absl::StrCat("127.0.0.1:", port)};
+  options.model_path = kModel;
+  WorkerPool pool(options);
+  const absl::Time start = absl::Now();
+  absl::Status status = pool.Start();
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("rank 0"), std::string::npos) << status;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+}
+
+TEST(WorkerPoolTest, KilledWorkerMarksTheWorldDownWithItsRank) {
+  auto worker = StartWorker();
+  WorkerPool pool(PoolOptions({worker.get()}));
+  ASSERT_TRUE(pool.Start().ok()) << pool.status();
+  worker->Shutdown(absl::ZeroDuration());  // the worker goes away: its stream breaks
+  const absl::Time start = absl::Now();
+  absl::StatusOr<StepOutcome> outcome = pool.RunStep(PrefillStep(1));
+  EXPECT_TRUE(absl::IsUnavailable(outcome.status())) << outcome.status();
+  EXPECT_NE(outcome.status().message().find("rank 0"), std::string::npos) << outcome.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_TRUE(absl::IsUnavailable(pool.status()));
+}
+
+TEST(WorkerPoolTest, WorldOfTwoOverGlooThenRankOneDies) {
+  auto w0 = StartWorker();
+  auto w1 = StartWorker();
+  WorkerPool pool(PoolOptions({w0.get(), w1.get()}));
+  ASSERT_TRUE(pool.Start().ok()) << pool.status();
+  absl::StatusOr<StepOutcome> outcome = pool.RunStep(PrefillStep(1));
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_EQ(outcome->result.tokens_size(), 1);
+  EXPECT_EQ(outcome->result.tokens(0).token_id(), InProcessArgmax());
+  ASSERT_EQ(outcome->comm_ns.size(), 2u);
+  EXPECT_GT(outcome->comm_ns[1], 0u);  // rank 1 took part in the collectives
+
+  w1->Shutdown(absl::ZeroDuration());
+  const absl::Time start = absl::Now();
+  absl::StatusOr<StepOutcome> after = pool.RunStep(PrefillStep(2));
+  EXPECT_FALSE(after.ok());
+  EXPECT_NE(after.status().message().find("rank 1"), std::string::npos) << after.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_TRUE(absl::IsUnavailable(pool.RunStep(PrefillStep(3)).status()));
+}
+
+TEST(WorkerPoolTest, StepPastItsDeadlineFailsAndLaterStepsFailFast) {
+  worker::WorkerServiceOptions options;
+  options.comm_factory =
+      [](comm::Store*,
+         const worker::CommSpec&) -> absl::StatusOr<std::unique_ptr<comm::Communicator>> {
+    return std::make_unique<StallingCommunicator>(absl::Seconds(60));
+  };
+  auto worker = StartWorker(std::move(options));
+  WorkerPool pool(PoolOptions({worker.get()}));
+  ASSERT_TRUE(pool.Start().ok()) << pool.status();
+  tpserve::v1::Step step = PrefillStep(1);
+  step.set_deadline_ms(300);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<StepOutcome> outcome = pool.RunStep(step);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(outcome.status())) << outcome.status();
+  EXPECT_NE(outcome.status().message().find("rank 0"), std::string::npos) << outcome.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  const absl::Time again = absl::Now();
+  EXPECT_TRUE(absl::IsUnavailable(pool.RunStep(PrefillStep(2)).status()));
+  EXPECT_LT(absl::Now() - again, absl::Milliseconds(100));
+  // The stalled worker was cancelled (its communicator aborted): it serves a new world.
+  WorkerPool next(PoolOptions({worker.get()}));
+  EXPECT_TRUE(next.Start().ok()) << next.status();
+}
+
+}  // namespace
+}  // namespace tpserve::coordinator

@@ -1,0 +1,58 @@
+// TimedCommunicator: a Communicator decorator that adds the wall time of every collective
+// to a counter, for the comm_ns of a StepResult. Owns the wrapped communicator. Same
+// threading as the wrapped one; comm_ns() and Abort() may be called from any thread.
+#ifndef TPSERVE_SERVER_WORKER_TIMED_COMMUNICATOR_H_
+#define TPSERVE_SERVER_WORKER_TIMED_COMMUNICATOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "server/comm/communicator.h"
+
+namespace tpserve::worker {
+
+class TimedCommunicator final : public comm::Communicator {
+ public:
+  explicit TimedCommunicator(std::unique_ptr<comm::Communicator> inner)
+      : inner_(std::move(inner)) {}
+
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  std::string_view backend_name() const override { return inner_->backend_name(); }
+  absl::Status AllReduceSum(float* data, int64_t count) override {
+    return Timed([&] { return inner_->AllReduceSum(data, count); });
+  }
+  absl::Status AllGather(const float* in, int64_t count, float* out) override {
+    return Timed([&] { return inner_->AllGather(in, count, out); });
+  }
+  absl::Status Broadcast(float* data, int64_t count, int root) override {
+    return Timed([&] { return inner_->Broadcast(data, count, root); });
+  }
+  absl::Status Barrier() override {
+    return Timed([&] { return inner_->Barrier(); });
+  }
+  void Abort() override { inner_->Abort(); }
+
+  // Nanoseconds spent in collectives since construction.
+  int64_t comm_ns() const { return comm_ns_.load(std::memory_order_relaxed); }
+
+ private:
+  template <typename F>
+  absl::Status Timed(F f) {
+    const absl::Time start = absl::Now();
+    absl::Status status = f();
+    comm_ns_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start), std::memory_order_relaxed);
+    return status;
+  }
+
+  std::unique_ptr<comm::Communicator> inner_;
+  std::atomic<int64_t> comm_ns_{0};
+};
+
+}  // namespace tpserve::worker
+
+#endif  // TPSERVE_SERVER_WORKER_TIMED_COMMUNICATOR_H_

@@ -1,0 +1,35 @@
+#include "server/worker/worker_server.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/health_check_service_interface.h"
+
+namespace tpserve::worker {
+
+absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const std::string& listen,
+                                                                  WorkerServiceOptions options) {
+  std::unique_ptr<WorkerServer> s(new WorkerServer());
+  s->service_ = std::make_unique<WorkerService>(std::move(options));
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("worker: cannot listen on ", listen));
+  }
+  return s;
+}
+
+WorkerServer::~WorkerServer() { Shutdown(); }
+
+void WorkerServer::Shutdown(absl::Duration grace) {
+  if (server_ == nullptr) return;
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  server_->Wait();
+  server_.reset();
+}
+
+}  // namespace tpserve::worker

@@ -1,0 +1,277 @@
+#include "server/worker/worker_session.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "server/common/status_macros.h"
+#include "server/model/shard_plan.h"
+
+namespace tpserve::worker {
+
+using tpserve::v1::CoordinatorMessage;
+using tpserve::v1::Init;
+using tpserve::v1::Step;
+using tpserve::v1::StepResult;
+using tpserve::v1::WorkerMessage;
+
+namespace {
+
+engine::SamplingParams FromProto(const tpserve::v1::SamplingParams& p) {
+  engine::SamplingParams s;
+  s.temperature = p.temperature();
+  s.top_k = p.top_k();
+  s.top_p = p.top_p();
+  s.min_p = p.min_p();
+  s.repetition_penalty = p.repetition_penalty();
+  s.frequency_penalty = p.frequency_penalty();
+  s.presence_penalty = p.presence_penalty();
+  s.seed = p.seed();
+  s.logprobs = p.logprobs();
+  return s;
+}
+
+WorkerMessage ErrorMessage(const std::string& text) {
+  WorkerMessage m;
+  m.set_error(text);
+  return m;
+}
+
+}  // namespace
+
+absl::Status ValidateInit(const Init& init) {
+  if (init.world_size() == 0) return absl::InvalidArgumentError("Init: world_size must be >= 1");
+  if (init.rank() >= init.world_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Init: rank ", init.rank(), " is out of range for world_size ", init.world_size()));
+  }
+  if (init.backend() != tpserve::v1::COMM_BACKEND_GLOO) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Init: backend ", tpserve::v1::CommBackend_Name(init.backend()),
+                     " is not supported by this CPU worker (want COMM_BACKEND_GLOO)"));
+  }
+  if (init.model_path().empty()) return absl::InvalidArgumentError("Init: model_path is empty");
+  if (::access(init.model_path().c_str(), R_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Init: model path '", init.model_path(), "' is not readable on this worker"));
+  }
+  return absl::OkStatus();
+}
+
+WorkerSession::WorkerSession(grpc::ServerContext* context, SessionStream* stream,
+                             const WorkerServiceOptions& options, std::function<void()> on_closing)
+    : context_(context), stream_(stream), options_(options), on_closing_(std::move(on_closing)) {}
+
+bool WorkerSession::Write(const WorkerMessage& message) {
+  absl::MutexLock lock(&write_mu_);
+  return stream_->Write(message);
+}
+
+grpc::Status WorkerSession::Run() {
+  CoordinatorMessage first;
+  if (!stream_->Read(&first)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the stream ended before Init");
+  }
+  if (!first.has_init()) {
+    const std::string text = "the first message of a Session must be Init";
+    Write(ErrorMessage(text));
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, text);
+  }
+  const Init init = first.init();
+  if (absl::Status valid = ValidateInit(init); !valid.ok()) {
+    LOG(WARNING) << "refusing Init: " << valid;
+    const std::string text(valid.message());
+    Write(ErrorMessage(text));
+    return grpc::Status(valid.code() == absl::StatusCode::kFailedPrecondition
+                            ? grpc::StatusCode::FAILED_PRECONDITION
+                            : grpc::StatusCode::INVALID_ARGUMENT,
+                        text);
+  }
+  LOG(INFO) << "Init: rank " << init.rank() << "/" << init.world_size() << " generation "
+            << init.world_generation() << " model " << init.model_path();
+  store_ = std::make_unique<StreamStore>(
+      [this](const tpserve::v1::StoreRequest& request) {
+        WorkerMessage m;
+        *m.mutable_store_request() = request;
+        return Write(m) ? absl::OkStatus() : absl::UnavailableError("the session stream is closed");
+      },
+      options_.store_op_timeout);
+
+  std::thread executor([this, &init] { Execute(init); });
+  CoordinatorMessage message;
+  while (stream_->Read(&message)) {
+    if (message.has_store_reply()) {
+      store_->Deliver(message.store_reply());
+      continue;
+    }
+    const bool shutdown = message.has_shutdown();
+    if (shutdown) LOG(INFO) << "Shutdown: " << message.shutdown().reason();
+    if (message.has_step() || message.has_init() || shutdown) {
+      absl::MutexLock lock(&mu_);
+      inbox_.push_back(std::move(message));
+    }
+    if (shutdown) break;
+  }
+  Close();
+  executor.join();
+  return grpc::Status::OK;
+}
+
+void WorkerSession::Close() {
+  on_closing_();
+  store_->Close(absl::CancelledError("the session ended"));
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+  if (comm_for_abort_ != nullptr) comm_for_abort_->Abort();
+}
+
+void WorkerSession::Fail(const std::string& message) {
+  LOG(WARNING) << "session failed: " << message;
+  Write(ErrorMessage(message));
+  absl::MutexLock lock(&mu_);
+  if (!mu_.AwaitWithTimeout(absl::Condition(&closed_), options_.close_grace)) {
+    context_->TryCancel();  // the coordinator did not close: end the stream ourselves
+  }
+}
+
+absl::Status WorkerSession::BuildWorld(const Init& init) {
+  rank_ = static_cast<int>(init.rank());
+  const int world = static_cast<int>(init.world_size());
+  ASSIGN_OR_RETURN(weights_, model::OpenWeightSource(init.model_path()));
+  ASSIGN_OR_RETURN(model::ShardPlan plan, model::MakeShardPlan(weights_->config(), rank_, world));
+
+  CommSpec spec;
+  spec.rank = rank_;
+  spec.world_size = world;
+  spec.host = init.comm_host().empty() ? "127.0.0.1" : init.comm_host();
+  if (init.comm_timeout_ms() > 0) spec.timeout = absl::Milliseconds(init.comm_timeout_ms());
+  spec.prefix = absl::StrCat("gen", init.world_generation(), "/");
+  absl::StatusOr<std::unique_ptr<comm::Communicator>> inner =
+      options_.comm_factory(store_.get(), spec);
+  if (!inner.ok()) {
+    return absl::Status(inner.status().code(),
+                        absl::StrCat("communicator: ", inner.status().message()));
+  }
+  comm_ = std::make_unique<TimedCommunicator>(*std::move(inner));
+  {
+    absl::MutexLock lock(&mu_);
+    comm_for_abort_ = comm_.get();
+    if (closed_) comm_->Abort();
+  }
+
+  backend_ = std::make_unique<engine::CpuBackend>(std::max<int>(1, init.threads()));
+  engine::EngineOptions options;
+  if (init.kv_budget_bytes() > 0) {
+    options.kv_budget_bytes = static_cast<int64_t>(init.kv_budget_bytes());
+  }
+  if (init.kv_block_size() > 0) options.kv_block_size = init.kv_block_size();
+  ASSIGN_OR_RETURN(model_,
+                   engine::LlamaModel::Load(*weights_, plan, backend_.get(), comm_.get(), options));
+  return absl::OkStatus();
+}
+
+void WorkerSession::Execute(const Init& init) {
+  if (absl::Status built = BuildWorld(init); !built.ok()) {
+    Fail(absl::StrCat("rank ", init.rank(), ": building the world failed: ", built.ToString()));
+  } else {
+    WorkerMessage ready;
+    ready.mutable_ready()->set_kv_blocks(static_cast<uint32_t>(model_->kv_blocks()));
+    ready.mutable_ready()->set_weight_bytes(static_cast<uint64_t>(model_->weight_bytes()));
+    ready.mutable_ready()->set_kv_bytes(static_cast<uint64_t>(model_->kv_bytes()));
+    ready.mutable_ready()->set_vocab_size(static_cast<uint32_t>(model_->config().vocab_size));
+    LOG(INFO) << "Ready: rank " << rank_ << " kv_blocks " << model_->kv_blocks() << " weights "
+              << model_->weight_bytes() << " B";
+    bool ok = Write(ready);
+    while (ok) {
+      CoordinatorMessage message;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](WorkerSession* s)
+                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->closed_ || !s->inbox_.empty(); },
+            this));
+        if (closed_ && (inbox_.empty() || !inbox_.front().has_shutdown())) break;
+        message = std::move(inbox_.front());
+        inbox_.pop_front();
+      }
+      if (message.has_shutdown()) break;
+      if (message.has_init()) {
+        Fail("a second Init on one Session");
+        break;
+      }
+      WorkerMessage result;
+      *result.mutable_step_result() = RunStep(message.step());
+      ok = Write(result);
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  if (comm_ != nullptr) comm_->Abort();
+  comm_for_abort_ = nullptr;
+  model_.reset();
+  backend_.reset();
+  comm_.reset();
+  weights_.reset();
+}
+
+StepResult WorkerSession::RunStep(const Step& step) {
+  const absl::Time start = absl::Now();
+  const int64_t comm_before = comm_->comm_ns();
+  StepResult result;
+  result.set_step_id(step.step_id());
+  engine::StepBatch batch;
+  batch.sequences.reserve(step.sequences_size());
+  for (const tpserve::v1::StepSequence& s : step.sequences()) {
+    engine::StepSequence seq;
+    seq.tokens.assign(s.token_ids().begin(), s.token_ids().end());
+    seq.start_pos = static_cast<int32_t>(s.start_pos());
+    seq.block_table.assign(s.block_table().begin(), s.block_table().end());
+    seq.want_logits = s.sample();
+    batch.sequences.push_back(std::move(seq));
+  }
+  absl::Status status = model_->Forward(batch, &logits_);
+  const int64_t vocab = model_->config().vocab_size;
+  if (status.ok() && static_cast<int64_t>(logits_.size()) != batch.num_logit_rows() * vocab) {
+    status = absl::InternalError(absl::StrCat("logits hold ", logits_.size(), " values, want ",
+                                              batch.num_logit_rows(), " x ", vocab));
+  }
+  if (status.ok() && rank_ == 0) {
+    int64_t row = 0;
+    for (const tpserve::v1::StepSequence& s : step.sequences()) {
+      if (!s.sample()) continue;
+      const engine::SamplingParams params = FromProto(s.sampling());
+      // penalty_token_ids is prompt + generated; the last sample_index of them are generated.
+      const absl::Span<const int32_t> history(s.penalty_token_ids().data(),
+                                              s.penalty_token_ids().size());
+      const size_t generated = std::min<size_t>(s.sample_index(), history.size());
+      const engine::SampleResult r = sampler_.Sample(
+          absl::MakeConstSpan(logits_).subspan(row * vocab, vocab), params,
+          {history.first(history.size() - generated), history.last(generated)}, s.sample_index());
+      ++row;
+      tpserve::v1::SampledToken* t = result.add_tokens();
+      t->set_seq_id(s.seq_id());
+      t->set_token_id(r.token_id);
+      t->set_logprob(r.logprob);
+      for (const engine::TokenLogprob& top : r.top) {
+        t->add_top_token_ids(top.token_id);
+        t->add_top_logprobs(top.logprob);
+      }
+    }
+  }
+  if (!status.ok()) {
+    result.clear_tokens();
+    result.set_error(absl::StrCat("rank ", rank_, ": ", status.ToString()));
+  }
+  const int64_t comm_ns = comm_->comm_ns() - comm_before;
+  const int64_t wall_ns = absl::ToInt64Nanoseconds(absl::Now() - start);
+  result.set_comm_ns(static_cast<uint64_t>(comm_ns));
+  result.set_compute_ns(static_cast<uint64_t>(std::max<int64_t>(0, wall_ns - comm_ns)));
+  return result;
+}
+
+}  // namespace tpserve::worker

@@ -1,0 +1,96 @@
+// WorkerSession: one coordinator Session on a worker, from Init to Shutdown. The gRPC
+// handler thread reads the stream (store replies go straight to the StreamStore, so the
+// rendezvous can progress while the world is being built); an executor thread owned by the
+// session builds the world (StreamStore → communicator → shard → LlamaModel), answers Ready
+// and runs the Steps in order. Shutdown or the end of the stream aborts the communicator
+// and releases the model. Writes to the stream are serialised by a mutex. Used only by
+// WorkerService; not reusable across streams.
+#ifndef TPSERVE_SERVER_WORKER_WORKER_SESSION_H_
+#define TPSERVE_SERVER_WORKER_WORKER_SESSION_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "server/engine/cpu_backend.h"
+#include "server/engine/llama_model.h"
+#include "server/engine/sampler.h"
+#include "server/model/weight_source.h"
+#include "server/worker/comm_factory.h"
+#include "server/worker/stream_store.h"
+#include "server/worker/timed_communicator.h"
+#include "tpserve/v1/worker.grpc.pb.h"
+
+namespace tpserve::worker {
+
+struct WorkerServiceOptions {
+  CommFactory comm_factory = DefaultCommFactory();
+  // Bound on one rendezvous store round trip (Set/Add; slack on top of Get/Wait timeouts).
+  absl::Duration store_op_timeout = absl::Seconds(10);
+  // After a fatal error message, how long the coordinator has to close the stream before
+  // the worker cancels it.
+  absl::Duration close_grace = absl::Seconds(5);
+};
+
+using SessionStream =
+    grpc::ServerReaderWriterInterface<tpserve::v1::WorkerMessage, tpserve::v1::CoordinatorMessage>;
+
+// OK when Init can be served: rank < world_size, backend GLOO, model path readable;
+// InvalidArgument / FailedPrecondition naming the field otherwise.
+absl::Status ValidateInit(const tpserve::v1::Init& init);
+
+class WorkerSession {
+ public:
+  // `on_closing` runs (on the handler thread) once the stream has ended or Shutdown arrived,
+  // before the world is released.
+  WorkerSession(grpc::ServerContext* context, SessionStream* stream,
+                const WorkerServiceOptions& options, std::function<void()> on_closing);
+  WorkerSession(const WorkerSession&) = delete;
+  WorkerSession& operator=(const WorkerSession&) = delete;
+
+  // Serves the stream until Shutdown or its end; runs on the handler thread.
+  grpc::Status Run();
+
+ private:
+  // Executor thread: builds the world, then runs the inbox until Shutdown or close.
+  void Execute(const tpserve::v1::Init& init);
+  absl::Status BuildWorld(const tpserve::v1::Init& init);
+  tpserve::v1::StepResult RunStep(const tpserve::v1::Step& step);
+  // Sends a fatal error, then gives the coordinator close_grace to end the stream.
+  void Fail(const std::string& message);
+  bool Write(const tpserve::v1::WorkerMessage& message) ABSL_LOCKS_EXCLUDED(write_mu_);
+  // The reader saw the end: fail the store, abort the communicator, wake the executor.
+  void Close();
+
+  grpc::ServerContext* const context_;
+  SessionStream* const stream_;
+  const WorkerServiceOptions& options_;
+  const std::function<void()> on_closing_;
+
+  absl::Mutex write_mu_;                // serialises stream_->Write (one writer at a time)
+  std::unique_ptr<StreamStore> store_;  // set before the executor starts; thread-safe
+
+  absl::Mutex mu_;
+  std::deque<tpserve::v1::CoordinatorMessage> inbox_ ABSL_GUARDED_BY(mu_);  // Step, Shutdown
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;  // no more messages will arrive
+  TimedCommunicator* comm_for_abort_ ABSL_GUARDED_BY(mu_) = nullptr;
+
+  // Owned by the executor thread.
+  int rank_ = 0;
+  std::unique_ptr<model::WeightSource> weights_;
+  std::unique_ptr<engine::CpuBackend> backend_;
+  std::unique_ptr<TimedCommunicator> comm_;
+  std::unique_ptr<engine::LlamaModel> model_;
+  engine::Sampler sampler_;
+  std::vector<float> logits_;  // [rows, vocab] of the current step
+};
+
+}  // namespace tpserve::worker
+
+#endif  // TPSERVE_SERVER_WORKER_WORKER_SESSION_H_

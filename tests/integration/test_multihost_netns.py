@@ -1,0 +1,98 @@
+"""Multi-host tensor parallelism on one machine: three `tpserve worker` processes, each in
+its own network namespace with its own address, and the `tpserve generate` client in a
+coordinator namespace, all joined by a bridge in a dedicated namespace. Gloo runs between
+the namespaces' addresses (10.231.0.0/24, only ever these). The tokens must equal the offline
+ones (which test_tensor_parallel.py shows loopback worlds reproduce exactly).
+
+Skips with the reason when namespaces cannot be made (not root, no `ip`, no netns support).
+Every namespace and link made here is removed in a finalizer."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+import prompts as reference_prompts  # noqa: E402
+from worker_procs import generate_ids, stop  # noqa: E402
+
+BRIDGE_NS = "tps-br"
+CLIENT_NS = "tps-c"
+WORKER_NS = ["tps-w0", "tps-w1", "tps-w2"]
+ADDRESS = {CLIENT_NS: "10.231.0.10", "tps-w0": "10.231.0.11", "tps-w1": "10.231.0.12",
+           "tps-w2": "10.231.0.13"}
+PORT = 50051
+MAX_TOKENS = 64
+PROMPTS = [reference_prompts.PROMPTS[0], reference_prompts.PROMPTS[11]]  # raw and chat
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _ip(*args, check=True):
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20, check=check)
+
+
+def _in(ns, *cmd):
+    return ["ip", "netns", "exec", ns, *cmd]
+
+
+@pytest.fixture(scope="module")
+def network(request):
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    if shutil.which("ip") is None:
+        pytest.skip("no `ip` command (iproute2)")
+    existing = _ip("netns", "list").stdout
+    for ns in [BRIDGE_NS, CLIENT_NS, *WORKER_NS]:
+        if ns in existing.split():
+            pytest.skip(f"namespace {ns} already exists (another run?); not touching it")
+    made = []
+
+    def cleanup():
+        # Deleting a namespace deletes the links inside it (and their veth peers).
+        for ns in reversed(made):
+            _ip("netns", "del", ns, check=False)
+    request.addfinalizer(cleanup)
+    try:
+        _ip("netns", "add", BRIDGE_NS)
+        made.append(BRIDGE_NS)
+        _ip("-n", BRIDGE_NS, "link", "add", "br0", "type", "bridge")
+        _ip("-n", BRIDGE_NS, "link", "set", "br0", "up")
+        for ns in [CLIENT_NS, *WORKER_NS]:
+            _ip("netns", "add", ns)
+            made.append(ns)
+            # Created inside `ns`, the peer end moved straight to the bridge namespace.
+            _ip("-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", f"{ns}-p",
+                "netns", BRIDGE_NS)
+            _ip("-n", BRIDGE_NS, "link", "set", f"{ns}-p", "master", "br0", "up")
+            _ip("-n", ns, "addr", "add", f"{ADDRESS[ns]}/24", "dev", "eth0")
+            _ip("-n", ns, "link", "set", "eth0", "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+    except subprocess.CalledProcessError as e:
+        pytest.skip(f"cannot build the namespaces: {' '.join(e.cmd)}: {e.stderr.strip()}")
+    return made
+
+
+@pytest.fixture(scope="module")
+def workers(request, network, tpserve_bin):
+    procs = []
+    request.addfinalizer(lambda: stop(procs))
+    addresses = [f"{ADDRESS[ns]}:{PORT}" for ns in WORKER_NS]
+    for ns, address in zip(WORKER_NS, addresses):
+        procs.append(subprocess.Popen(_in(ns, str(tpserve_bin), "worker", f"--listen={address}"),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    # Health is probed from the coordinator's namespace: the only place that reaches them.
+    probe = "import sys; from worker_procs import wait_healthy; [wait_healthy(a) for a in sys.argv[1:]]"
+    subprocess.run(_in(CLIENT_NS, sys.executable, "-c", probe, *addresses), check=True,
+                   timeout=90, env={**os.environ, "PYTHONPATH": HERE})
+    yield addresses
+    assert stop(procs) == [0] * len(procs)
+
+
+@pytest.mark.parametrize("prompt", PROMPTS, ids=[p["name"] for p in PROMPTS])
+def test_three_hosts_match_offline(tpserve_bin, smollm_gguf, workers, prompt):
+    want, _ = generate_ids([], tpserve_bin, smollm_gguf, prompt["text"], prompt["chat"],
+                           MAX_TOKENS)
+    got, _ = generate_ids(_in(CLIENT_NS), tpserve_bin, smollm_gguf, prompt["text"],
+                          prompt["chat"], MAX_TOKENS, workers=workers)
+    assert got == want

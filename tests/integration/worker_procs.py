@@ -1,0 +1,68 @@
+"""Helpers for tests that run `tpserve worker` processes: start them, wait for their
+grpc.health.v1 SERVING, run `tpserve generate`, and stop them (always bounded)."""
+import json
+import signal
+import socket
+import subprocess
+import time
+
+import grpc
+
+# HealthCheckRequest{} is empty; HealthCheckResponse{status: SERVING} is field 1 = 1.
+_SERVING = b"\x08\x01"
+
+
+def free_port(host="127.0.0.1"):
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(address, timeout_s=30.0):
+    """Polls grpc.health.v1.Health/Check on `address` until SERVING or the deadline."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        with grpc.insecure_channel(address) as channel:
+            check = channel.unary_unary("/grpc.health.v1.Health/Check",
+                                        request_serializer=lambda b: b,
+                                        response_deserializer=lambda b: b)
+            try:
+                if check(b"", timeout=2.0) == _SERVING:
+                    return
+            except grpc.RpcError as e:
+                last = e
+        time.sleep(0.1)
+    raise TimeoutError(f"worker at {address} not SERVING within {timeout_s}s: {last}")
+
+
+def stop(procs, timeout_s=10.0):
+    """SIGTERM, then SIGKILL past the timeout; returns the exit codes."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(timeout=timeout_s))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            codes.append(p.wait(timeout=timeout_s))
+    return codes
+
+
+def generate_ids(cmd_prefix, tpserve_bin, model, prompt, chat, max_tokens, workers=None,
+                 timeout_s=240):
+    """Runs `tpserve generate --json` greedy and returns (token ids, all JSON lines)."""
+    cmd = [*cmd_prefix, str(tpserve_bin), "generate", f"--model={model}", "--json",
+           f"--max_tokens={max_tokens}", "--temperature=0", f"--prompt={prompt}"]
+    if chat:
+        cmd.append("--chat")
+    if workers:
+        cmd.append(f"--workers={','.join(workers)}")
+    else:
+        cmd.append("--threads=1")
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    assert out.returncode == 0, f"{cmd}: {out.stderr[-2000:]}"
+    lines = [json.loads(l) for l in out.stdout.splitlines()]
+    return lines[-1]["token_ids"], lines
