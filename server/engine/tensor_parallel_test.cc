@@ -2,8 +2,9 @@
 // of 2, 3 and 4 ranks, threads of one process, each rank with its own CpuBackend, its own
 // shard of the weights and a Gloo communicator on 127.0.0.1, must reproduce the world of one:
 // the logits of mixed prefill/decode steps within 1e-4 (relative to the row's largest logit)
-// on every rank, and greedy continuations token for token. P = 2 splits the heads unevenly
-// (6+3 query heads, 2+1 KV heads); P = 4 replicates KV heads.
+// on every rank, and greedy 64-token continuations of 16 prompts, decoded as one batch, token
+// for token. P = 2 splits the heads unevenly (6+3 query heads, 2+1 KV heads); P = 4 replicates
+// KV heads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,10 +19,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "absl/types/span.h"
 #include "server/comm/gloo_communicator.h"
 #include "server/comm/store.h"
 #include "server/engine/cpu_backend.h"
 #include "server/engine/llama_model.h"
+#include "server/engine/sampler.h"
 #include "server/model/shard_plan.h"
 #include "server/model/weight_source.h"
 
@@ -29,9 +32,69 @@ namespace tpserve::engine {
 namespace {
 
 constexpr char kModel[] = TPSERVE_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-constexpr int32_t kBlocksPerSeq = 4;  // 64 positions
-constexpr int kGreedyTokens = 32;
-constexpr int kPrompts = 4;
+constexpr int32_t kBlocksPerSeq = 8;  // 128 positions: the longest prompt (60) + 64 tokens
+constexpr int kGreedyTokens = 64;
+constexpr int32_t kEos = 2;    // <|im_end|>
+constexpr int kMixedSeqs = 3;  // sequences of MixedSteps(), in blocks of sequences 0..2
+
+// The greedy prompts: SmolLM2 token ids of real text, 3 to 60 tokens, every length different;
+// plain text, code, a list, questions and chat-template prompts (which tend to end with EOS).
+const std::vector<std::vector<int32_t>>& Prompts() {
+  static const auto* prompts = new std::vector<std::vector<int32_t>>{
+      // "Hello, my"
+      {19556, 28, 957},
+      // "The capital of France is"
+      {504, 3575, 282, 4649, 314},
+      // "Once upon a time, in a small village nestled between the mountains, there lived an old"
+      {6403, 1980, 253, 655, 28, 281, 253, 1165, 6560, 32047, 826, 260, 8718, 28, 665, 4161, 354,
+       1573},
+      // "def fibonacci(n):\n    "
+      {1604, 3987, 46477, 24, 94, 727, 2367},
+      // "Water boils at 100 degrees Celsius at sea level. At higher altitudes, the boiling point"
+      {12615, 36411, 418, 216,  33,   32,    32, 5027, 20590, 418,
+       3426,  1106,  30,  1814, 2061, 29326, 28, 260,  16891, 1225},
+      // "The colours of the rainbow are"
+      {504, 14797, 282, 260, 24594, 359},
+      // "Photosynthesis is the process by which green plants and some other organisms use
+      // sunlight to synthesize foods from carbon dioxide and water. In plants, photosynthesis
+      // generally involves the green pigment chlorophyll and generates oxygen as a byproduct.
+      // The light-dependent reactions take place in the thylakoid membranes, while the Calvin
+      // cycle"
+      {33580, 14870, 314,  260,   980,   411,  527,   2654, 2109,  284,   634,   550,
+       6896,  722,   8118, 288,   30782, 3111, 429,   3118, 7600,  284,   913,   30,
+       533,   2109,  28,   19173, 3178,  3445, 260,   2654, 20864, 29677, 284,   13313,
+       4983,  347,   253,  39677, 30,    378,  1420,  29,   15566, 6620,  1188,  1379,
+       281,   260,   295,  2668,  494,   1633, 16397, 28,   979,   260,   24690, 4834},
+      // "1, 2, 3, 4, 5,"
+      {33, 28, 216, 34, 28, 216, 35, 28, 216, 36, 28, 216, 37, 28},
+      // "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+      {1, 4093, 198, 1780, 314, 216, 34, 27, 34, 47, 2, 198, 1, 520, 9531, 198},
+      // "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging
+      // Face<|im_end|>\n<|im_start|>user\nName three fruits that are red.<|im_end|>\n
+      // <|im_start|>assistant\n"
+      {1,    9690, 198, 2683, 359,   253,  5356, 5646, 11173, 3365, 3511, 308,  34519,
+       28,   7018, 411, 407,  19712, 8182, 2,    198,  1,     4093, 198,  5820, 1296,
+       5574, 338,  359, 2382, 30,    2,    198,  1,    520,   9531, 198},
+      // "The quick brown fox"
+      {504, 2365, 6354, 16438},
+      // "In 1969, Neil Armstrong became the first person to walk on the Moon. The Apollo 11
+      // mission"
+      {788, 216,  33,  41,  38,   41, 28,  27639, 24955, 2163, 260, 808, 1055,
+       288, 4549, 335, 260, 8872, 30, 378, 17600, 216,   33,   33,  4527},
+      // "Q: Why is the sky blue?\nA:"
+      {65, 42, 4896, 314, 260, 6376, 4461, 47, 198, 49, 42},
+      // "Dear hiring manager, I am writing to apply for the position of software engineer at
+      // your company. I have five years of experience building distributed systems, and"
+      {35097, 16303, 8864, 28, 339, 744, 2385, 288, 3777, 327,  260,  2548, 282,  3197, 10776,
+       418,   469,   2727, 30, 339, 457, 2531, 929, 282,  1786, 2194, 6636, 1734, 28,   284},
+      // "import numpy as np\nx = np.linspace(0, 1, 100)\ny ="
+      {2017, 6772, 347, 2333, 198, 104, 446, 2333, 30, 26916, 24,  32,
+       28,   216,  33,  28,   216, 33,  32,  32,   25, 198,   105, 446},
+      // "<|im_start|>user\nWrite a haiku about the sea.<|im_end|>\n<|im_start|>assistant\n"
+      {1, 4093, 198, 19161, 253, 421, 30614, 563, 260, 3426, 30, 2, 198, 1, 520, 9531, 198},
+  };
+  return *prompts;
+}
 
 // Token ids of a sequence: deterministic, spread over the vocabulary.
 std::vector<int32_t> Tokens(int n, int salt) {
@@ -51,8 +114,9 @@ std::vector<int32_t> Blocks(int s) {
 struct RankResult {
   absl::Status status;
   std::vector<std::vector<float>> step_logits;  // per step: [rows, vocab]
-  std::vector<std::vector<int32_t>> greedy;     // per prompt: kGreedyTokens generated ids
+  std::vector<std::vector<int32_t>> greedy;     // per prompt: generated ids, EOS included
   int64_t weight_bytes = 0;
+  double load_s = 0, logits_s = 0, greedy_s = 0;  // wall time of each phase
 };
 
 // The steps every world runs, in lockstep on every rank: two prefills (one wanting the
@@ -69,8 +133,9 @@ std::vector<StepBatch> MixedSteps() {
   return {StepBatch{{a, b}}, StepBatch{{a1, c, b1}}, StepBatch{{c1, a2}}};
 }
 
+// One rank: loads its slice, then (if `steps`) runs MixedSteps() and the greedy batch.
 absl::Status RunRank(const model::WeightSource& weights, comm::Store* store, int rank, int world,
-                     RankResult* out) {
+                     bool steps, RankResult* out) {
   auto plan = model::MakeShardPlan(weights.config(), rank, world);
   if (!plan.ok()) return plan.status();
   comm::GlooOptions options;
@@ -78,38 +143,67 @@ absl::Status RunRank(const model::WeightSource& weights, comm::Store* store, int
   options.timeout = absl::Seconds(60);
   auto comm = comm::CreateGlooCommunicator(store, rank, world, options);
   if (!comm.ok()) return comm.status();
+  const std::vector<std::vector<int32_t>>& prompts = Prompts();
+  const int num_prompts = static_cast<int>(prompts.size());
+  int64_t prompt_tokens = 0;
+  for (const std::vector<int32_t>& p : prompts) prompt_tokens += static_cast<int64_t>(p.size());
+  absl::Time start = absl::Now();
   CpuBackend backend(1);
   EngineOptions engine_options;
-  engine_options.kv_blocks = 16 * kBlocksPerSeq;
-  engine_options.max_batch_tokens = 64;
+  engine_options.kv_blocks = (kMixedSeqs + num_prompts) * kBlocksPerSeq;
+  engine_options.max_batch_tokens = prompt_tokens;  // all 16 prompts prefill in one step
   auto model = LlamaModel::Load(weights, *plan, &backend, comm->get(), engine_options);
   if (!model.ok()) return model.status();
   out->weight_bytes = (*model)->weight_bytes();
+  out->load_s = absl::ToDoubleSeconds(absl::Now() - start);
+  if (!steps) return absl::OkStatus();
 
+  start = absl::Now();
   for (const StepBatch& step : MixedSteps()) {
     std::vector<float> logits;
     if (absl::Status s = (*model)->Forward(step, &logits); !s.ok()) return s;
     out->step_logits.push_back(std::move(logits));
   }
+  out->logits_s = absl::ToDoubleSeconds(absl::Now() - start);
 
-  // Greedy continuations of kPrompts prompts, batched, in blocks no step above used.
+  // Greedy continuations of every prompt, all decoded together: one step per token, the
+  // first a prefill of every prompt; each sequence in its own blocks (none used above), until
+  // it has kGreedyTokens tokens or has produced EOS (kept).
+  start = absl::Now();
   const int64_t vocab = weights.config().vocab_size;
-  std::vector<StepSequence> seqs(kPrompts);
-  for (int p = 0; p < kPrompts; ++p) {
-    seqs[p] = {Tokens(3 + 4 * p, 10 + p), 0, Blocks(4 + p)};
-  }
-  out->greedy.assign(kPrompts, {});
-  for (int t = 0; t < kGreedyTokens; ++t) {
+  Sampler sampler;
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;  // argmax; a tie goes to the lowest id
+  std::vector<StepSequence> seqs(num_prompts);
+  for (int p = 0; p < num_prompts; ++p) seqs[p] = {prompts[p], 0, Blocks(kMixedSeqs + p)};
+  std::vector<int> active(num_prompts);  // prompts still generating, in batch order
+  std::iota(active.begin(), active.end(), 0);
+  out->greedy.assign(num_prompts, {});
+  for (int t = 0; t < kGreedyTokens && !active.empty(); ++t) {
+    StepBatch step;
+    for (int p : active) step.sequences.push_back(seqs[p]);
     std::vector<float> logits;
-    if (absl::Status s = (*model)->Forward(StepBatch{seqs}, &logits); !s.ok()) return s;
-    for (int p = 0; p < kPrompts; ++p) {
-      const float* row = logits.data() + p * vocab;
-      const int32_t next = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
-      out->greedy[p].push_back(next);
+    if (absl::Status s = (*model)->Forward(step, &logits); !s.ok()) return s;
+    if (static_cast<int64_t>(logits.size()) != static_cast<int64_t>(active.size()) * vocab) {
+      return absl::InternalError(absl::StrCat("step ", t, ": ", logits.size(), " logits"));
+    }
+    std::vector<int> still;
+    for (size_t i = 0; i < active.size(); ++i) {
+      const int p = active[i];
+      std::vector<int32_t>& generated = out->greedy[p];
+      const int32_t next =
+          sampler
+              .Sample(absl::MakeConstSpan(logits.data() + i * vocab, vocab), greedy,
+                      TokenHistory{prompts[p], generated}, generated.size())
+              .token_id;
+      generated.push_back(next);
       seqs[p].start_pos += static_cast<int32_t>(seqs[p].tokens.size());
       seqs[p].tokens = {next};
+      if (next != kEos && static_cast<int>(generated.size()) < kGreedyTokens) still.push_back(p);
     }
+    active = std::move(still);
   }
+  out->greedy_s = absl::ToDoubleSeconds(absl::Now() - start);
   return absl::OkStatus();
 }
 
@@ -124,23 +218,49 @@ class TensorParallelTest : public ::testing::Test {
     delete weights_;
     weights_ = nullptr;
     results_.clear();
+    loads_.clear();
   }
 
   // The world of `world` ranks, run once and remembered.
   static const std::vector<RankResult>& World(int world) {
     auto it = results_.find(world);
     if (it != results_.end()) return it->second;
+    return results_[world] = Run(world, /*steps=*/true);
+  }
+
+  // The world of `world` ranks loaded (weight_bytes), run or not; remembered. Lets the memory
+  // test, alone in a process (ctest), skip the forward steps.
+  static const std::vector<RankResult>& Loaded(int world) {
+    auto it = results_.find(world);
+    if (it != results_.end()) return it->second;
+    it = loads_.find(world);
+    if (it != loads_.end()) return it->second;
+    return loads_[world] = Run(world, /*steps=*/false);
+  }
+
+  static std::vector<RankResult> Run(int world, bool steps) {
     std::vector<RankResult> ranks(world);
     comm::InMemoryStore store;
     const absl::Time start = absl::Now();
     std::vector<std::thread> threads;
     for (int r = 0; r < world; ++r) {
       threads.emplace_back(
-          [&, r] { ranks[r].status = RunRank(*weights_, &store, r, world, &ranks[r]); });
+          [&, r] { ranks[r].status = RunRank(*weights_, &store, r, world, steps, &ranks[r]); });
     }
     for (std::thread& t : threads) t.join();
-    std::printf("world of %d: %.1f s\n", world, absl::ToDoubleSeconds(absl::Now() - start));
-    return results_[world] = std::move(ranks);
+    if (!steps) return ranks;
+    std::printf("world of %d: %.1f s (rank 0: load %.1f s, logit steps %.1f s, greedy %.1f s)\n",
+                world, absl::ToDoubleSeconds(absl::Now() - start), ranks[0].load_s,
+                ranks[0].logits_s, ranks[0].greedy_s);
+    int eos = 0;
+    size_t generated = 0;
+    for (const std::vector<int32_t>& g : ranks[0].greedy) {
+      eos += !g.empty() && g.back() == kEos;
+      generated += g.size();
+    }
+    std::printf("world of %d, rank 0: %zu greedy tokens over %zu prompts, %d ended with EOS\n",
+                world, generated, ranks[0].greedy.size(), eos);
+    return ranks;
   }
 
   // Every rank of `world` against rank 0 of the world of one.
@@ -169,19 +289,44 @@ class TensorParallelTest : public ::testing::Test {
         }
       }
       std::printf("world of %d, rank %d: worst relative logit difference %.2e\n", world, r, worst);
-      for (int p = 0; p < kPrompts; ++p) {
+      const size_t prompts = ref[0].greedy.size();
+      ASSERT_EQ(got[r].greedy.size(), prompts);
+      int identical = 0;
+      for (size_t p = 0; p < prompts; ++p) {
         EXPECT_EQ(got[r].greedy[p], ref[0].greedy[p])
             << "world " << world << ", rank " << r << ", prompt " << p;
+        identical += got[r].greedy[p] == ref[0].greedy[p];
       }
+      std::printf(
+          "world of %d, rank %d: %d of %zu greedy continuations identical to the world of one\n",
+          world, r, identical, prompts);
     }
   }
 
   static const model::WeightSource* weights_;
-  static std::map<int, std::vector<RankResult>> results_;
+  static std::map<int, std::vector<RankResult>> results_;  // worlds run
+  static std::map<int, std::vector<RankResult>> loads_;    // worlds only loaded
 };
 
 const model::WeightSource* TensorParallelTest::weights_ = nullptr;
 std::map<int, std::vector<RankResult>> TensorParallelTest::results_;
+std::map<int, std::vector<RankResult>> TensorParallelTest::loads_;
+
+TEST(TensorParallelPromptsTest, SixteenPromptsOfDifferentLengths) {
+  const std::vector<std::vector<int32_t>>& prompts = Prompts();
+  ASSERT_EQ(prompts.size(), 16u);
+  std::vector<size_t> lengths;
+  for (const std::vector<int32_t>& p : prompts) {
+    EXPECT_GE(p.size(), 3u);
+    EXPECT_LE(p.size(), 60u);
+    EXPECT_LE(p.size() + kGreedyTokens, static_cast<size_t>(kBlocksPerSeq) * 16);
+    lengths.push_back(p.size());
+  }
+  std::sort(lengths.begin(), lengths.end());
+  EXPECT_EQ(std::adjacent_find(lengths.begin(), lengths.end()), lengths.end());
+  EXPECT_EQ(lengths.front(), 3u);
+  EXPECT_EQ(lengths.back(), 60u);
+}
 
 TEST_F(TensorParallelTest, WorldOfTwoMatchesWorldOfOne) { ExpectMatchesWorldOfOne(2); }
 TEST_F(TensorParallelTest, WorldOfThreeMatchesWorldOfOne) { ExpectMatchesWorldOfOne(3); }
@@ -196,7 +341,7 @@ TEST_F(TensorParallelTest, ShardingDividesTheWeightMemory) {
   std::printf("%-6s %-5s %14s %14s %14s\n", "world", "rank", "weight_bytes", "sharded", "layers");
   std::map<int, int64_t> max_sharded, max_layers;
   for (int world = 1; world <= 3; ++world) {
-    const std::vector<RankResult>& ranks = World(world);
+    const std::vector<RankResult>& ranks = Loaded(world);
     for (int r = 0; r < world; ++r) {
       ASSERT_TRUE(ranks[r].status.ok()) << ranks[r].status;
       auto plan = model::MakeShardPlan(c, r, world);
