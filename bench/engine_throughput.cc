@@ -6,6 +6,7 @@
 // step reads. bench/engine_vs_llama_cpp.py runs it side by side with llama.cpp.
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <iostream>
 #include <numeric>
 #include <string>
@@ -37,9 +38,7 @@ int64_t ArgOr(int argc, char** argv, int i, int64_t fallback) {
   return v;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   if (argc < 3) {
     std::cerr << "usage: engine_throughput MODEL THREADS [PROMPT] [STEPS] [BATCHES]\n";
     return 2;
@@ -136,4 +135,15 @@ int main(int argc, char** argv) {
   }
   std::cout << out.dump() << "\n";
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {  // bad_alloc and the like: report, never escape
+    std::cerr << "engine_throughput: " << e.what() << "\n";
+    return 1;
+  }
 }

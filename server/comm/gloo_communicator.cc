@@ -68,7 +68,7 @@ class StoreAdapter final : public gloo::rendezvous::Store {
   void Check(const absl::Status& status) {
     if (status.ok()) return;
     if (error_.ok()) error_ = status;
-    throw gloo::IoException(std::string(status.message()));
+    throw gloo::IoException(std::string{status.message()});
   }
 
   comm::Store* const store_;
@@ -117,7 +117,7 @@ absl::Status FromGlooException(std::exception_ptr ex, int rank, int world,
                                const std::string& what) {
   const std::string where = absl::StrCat("gloo rank ", rank, "/", world, " ", what, ": ");
   try {
-    std::rethrow_exception(ex);
+    std::rethrow_exception(std::move(ex));
   } catch (const gloo::IoException& e) {
     // Timeouts read "Timed out waiting ...ms for recv operation", "Connect timeout",
     // "Read timeout"; the rest (closed or reset connections) mean a peer is gone.

@@ -35,6 +35,7 @@ Comms Connect(Store* store, int world, const GlooOptions& options) {
   Comms comms(world);
   std::vector<absl::Status> statuses(world);
   std::vector<std::thread> threads;
+  threads.reserve(world);
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       auto comm = CreateGlooCommunicator(store, r, world, options);
@@ -43,14 +44,16 @@ Comms Connect(Store* store, int world, const GlooOptions& options) {
     });
   }
   for (std::thread& t : threads) t.join();
-  for (int r = 0; r < world; ++r)
+  for (int r = 0; r < world; ++r) {
     EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+  }
   return comms;
 }
 
 // Runs fn(rank) on one thread per rank and joins them.
 void OnEveryRank(int world, const std::function<void(int)>& fn) {
   std::vector<std::thread> threads;
+  threads.reserve(world);
   for (int r = 0; r < world; ++r) threads.emplace_back(fn, r);
   for (std::thread& t : threads) t.join();
 }
