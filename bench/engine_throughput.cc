@@ -54,6 +54,10 @@ int Run(int argc, char** argv) {
       if (absl::SimpleAtoi(b, &v) && v > 0) batches.push_back(v);
     }
   }
+  if (batches.empty()) {
+    std::cerr << "BATCHES must list positive batch sizes\n";
+    return 2;
+  }
   const int64_t max_batch = *std::max_element(batches.begin(), batches.end());
 
   auto weights = tpserve::model::OpenWeightSource(argv[1]);
@@ -63,6 +67,10 @@ int Run(int argc, char** argv) {
   }
   const auto& config = (*weights)->config();
   auto plan = tpserve::model::MakeShardPlan(config, 0, 1);
+  if (!plan.ok()) {
+    std::cerr << plan.status() << "\n";
+    return 1;
+  }
   tpserve::engine::CpuBackend backend(threads);
   tpserve::comm::SingleRankCommunicator comm;
   tpserve::engine::EngineOptions options;

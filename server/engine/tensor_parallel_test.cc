@@ -243,6 +243,7 @@ class TensorParallelTest : public ::testing::Test {
     comm::InMemoryStore store;
     const absl::Time start = absl::Now();
     std::vector<std::thread> threads;
+    threads.reserve(world);
     for (int r = 0; r < world; ++r) {
       threads.emplace_back(
           [&, r] { ranks[r].status = RunRank(*weights_, &store, r, world, steps, &ranks[r]); });
