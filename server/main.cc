@@ -43,7 +43,6 @@ ABSL_FLAG(std::string, workers, "",
           "generate: run on these workers, HOST:PORT,... (position = rank) instead of in process");
 ABSL_FLAG(uint64_t, kv_budget_mb, 64, "generate --workers: KV cache memory per worker, MiB");
 ABSL_FLAG(std::string, listen, "", "worker: HOST:PORT to serve on");
-ABSL_FLAG(int32_t, metrics_port, 0, "worker: Prometheus port (not served yet)");
 
 namespace {
 

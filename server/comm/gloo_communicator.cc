@@ -1,10 +1,13 @@
 #include "server/comm/gloo_communicator.h"
 
+#include <signal.h>
 #include <algorithm>
+
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <typeinfo>
 #include <utility>
 #include <vector>
@@ -235,6 +238,20 @@ class GlooCommunicator final : public Communicator {
   absl::Status failure_;  // the first failed collective's; touched by the driving thread only
 };
 
+// Gloo's TCP pairs write with writev, without MSG_NOSIGNAL: a write to a peer that has just
+// closed its socket (a dead or aborted rank) raises SIGPIPE, whose default action kills this
+// process. A dead shard must fail the step, never take its peers down, so the process ignores
+// SIGPIPE from the first communicator on and the write fails with EPIPE, which Gloo reports.
+void IgnoreSigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action = {};
+    action.sa_handler = SIG_IGN;
+    sigemptyset(&action.sa_mask);
+    PCHECK(sigaction(SIGPIPE, &action, nullptr) == 0) << "sigaction(SIGPIPE)";
+  });
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(Store* store, int rank,
@@ -248,6 +265,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(Store* stor
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("gloo: the timeout must be positive");
   }
+  IgnoreSigpipe();
   StoreAdapter adapter(store, options.prefix, options.timeout);
   auto context = std::make_shared<AbortableContext>(rank, world_size);
   try {

@@ -36,7 +36,8 @@ struct GlooOptions {
 // waits for every peer's and connects to each. DeadlineExceeded (naming the missing key)
 // when a peer does not join within options.timeout; InvalidArgument for a bad rank, size or
 // timeout; Unavailable when the host cannot be bound or a peer cannot be reached. `store` is
-// used only during this call.
+// used only during this call. The first call makes the process ignore SIGPIPE: Gloo writes
+// without MSG_NOSIGNAL, and a peer that dies must fail a collective, not kill this process.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(Store* store, int rank,
                                                                      int world_size,
                                                                      const GlooOptions& options);

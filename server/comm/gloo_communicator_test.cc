@@ -5,6 +5,7 @@
 #include "server/comm/gloo_communicator.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cmath>
 #include <cstring>
@@ -275,6 +276,22 @@ TEST(GlooCommunicatorTest, AbortFromAnotherThreadUnblocksAnAllReduce) {
   const absl::Time start = absl::Now();
   EXPECT_EQ(comms[1]->AllReduceSum(data.data(), 10).code(), absl::StatusCode::kUnavailable);
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+TEST(GlooCommunicatorTest, APeerWritingToAnAbortedRankSurvivesWithoutSigpipe) {
+  InMemoryStore store;
+  Comms comms = Connect(&store, 2, Options("sigpipe/", absl::Seconds(5)));
+  ASSERT_EQ(comms.size(), 2);
+  struct sigaction action = {};
+  ASSERT_EQ(sigaction(SIGPIPE, nullptr, &action), 0);
+  EXPECT_EQ(action.sa_handler, SIG_IGN);
+  comms[0]->Abort();
+  // Several large writes into the closed socket: each would raise SIGPIPE if it were not
+  // ignored, killing this test process.
+  std::vector<float> data(1 << 20, 1.0f);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(comms[1]->AllReduceSum(data.data(), data.size()).ok());
+  }
 }
 
 TEST(GlooCommunicatorTest, AbortOfAWorldOfOne) {
