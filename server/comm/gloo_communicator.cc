@@ -1,8 +1,8 @@
 #include "server/comm/gloo_communicator.h"
 
 #include <signal.h>
-#include <algorithm>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
