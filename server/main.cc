@@ -1,4 +1,6 @@
 // tpserve: one binary, one subcommand per role (see kUsage).
+#include <algorithm>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -8,9 +10,11 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "server/cli/generate_command.h"
 #include "server/cli/inspect_command.h"
+#include "server/cli/serve_command.h"
 #include "server/cli/tokenize_command.h"
 #include "server/cli/worker_command.h"
 #include "server/coordinator/worker_pool.h"
@@ -41,8 +45,25 @@ ABSL_FLAG(int32_t, threads, 0,
           "generate: compute threads (0: every core; with --workers: per worker, 0: one)");
 ABSL_FLAG(std::string, workers, "",
           "generate: run on these workers, HOST:PORT,... (position = rank) instead of in process");
-ABSL_FLAG(uint64_t, kv_budget_mb, 64, "generate --workers: KV cache memory per worker, MiB");
-ABSL_FLAG(std::string, listen, "", "worker: HOST:PORT to serve on");
+ABSL_FLAG(uint64_t, kv_budget_mb, 256,
+          "generate --workers, serve: KV cache memory per worker, MiB");
+ABSL_FLAG(std::string, listen, "", "worker: HOST:PORT to serve on (port 0: any free one)");
+ABSL_FLAG(std::string, port_file, "", "worker: write the bound port to this file");
+ABSL_FLAG(int32_t, tp, 2, "serve: tensor-parallel world size (local worker processes)");
+ABSL_FLAG(std::string, host, "127.0.0.1", "serve/coordinator: address to listen on");
+ABSL_FLAG(int32_t, port, 50051, "serve/coordinator: port of the public API (0: any free one)");
+ABSL_FLAG(bool, reflection, true, "serve/coordinator: enable gRPC server reflection");
+ABSL_FLAG(uint32_t, max_input_tokens, 1024, "serve/coordinator: largest prompt, in tokens");
+ABSL_FLAG(uint32_t, max_total_tokens, 2048,
+          "serve/coordinator: largest prompt + max_tokens (capped at the context length)");
+ABSL_FLAG(uint32_t, max_new_tokens, 1024, "serve/coordinator: largest max_tokens of a request");
+ABSL_FLAG(uint32_t, max_queue, 256, "serve/coordinator: requests waiting for admission");
+ABSL_FLAG(uint32_t, max_stop_sequences, 4, "serve/coordinator: stop strings per request");
+ABSL_FLAG(int64_t, max_batch_tokens, 512, "serve/coordinator: tokens computed per step");
+ABSL_FLAG(int64_t, max_running, 64, "serve/coordinator: sequences in the running batch");
+ABSL_FLAG(int32_t, drain_timeout_s, 30,
+          "serve/coordinator: on SIGTERM, how long running streams may take to finish");
+ABSL_FLAG(int32_t, step_timeout_s, 30, "serve/coordinator: deadline of one worker step");
 
 namespace {
 
@@ -55,7 +76,11 @@ constexpr char kUsage[] =
     "  generate --model PATH --prompt TEXT [--chat] [--max_tokens N] [--temperature T]\n"
     "           [--top_k K] [--top_p P] [--min_p P] [--seed S] [--threads N] [--json]\n"
     "           [--workers HOST:PORT,... [--kv_budget_mb M]]   (on a world of workers)\n"
-    "  worker   --listen HOST:PORT   (serves until SIGINT/SIGTERM)\n";
+    "  worker   --listen HOST:PORT [--port_file F]   (serves until SIGINT/SIGTERM)\n"
+    "  serve    --model PATH [--tp N] [--host H] [--port P] [--threads N] [limits]\n"
+    "           (N local workers and the public API; SIGTERM drains)\n"
+    "  coordinator --model PATH --workers HOST:PORT,... [--host H] [--port P] [limits]\n"
+    "flags may be written with dashes or underscores (--max-tokens = --max_tokens)\n";
 
 int Finish(const absl::Status& status) {
   if (status.ok()) return 0;
@@ -91,10 +116,58 @@ absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags() {
   return o;
 }
 
+tpserve::cli::ServeOptions ServeOptionsFromFlags() {
+  tpserve::cli::ServeOptions o;
+  tpserve::coordinator::CoordinatorOptions& c = o.coordinator;
+  c.model_path = absl::GetFlag(FLAGS_model);
+  c.listen = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
+  c.reflection = absl::GetFlag(FLAGS_reflection);
+  c.limits.max_input_tokens = absl::GetFlag(FLAGS_max_input_tokens);
+  c.limits.max_total_tokens = absl::GetFlag(FLAGS_max_total_tokens);
+  c.limits.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
+  c.limits.max_queue = absl::GetFlag(FLAGS_max_queue);
+  c.limits.max_stop_sequences = absl::GetFlag(FLAGS_max_stop_sequences);
+  c.engine.scheduler.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  c.engine.scheduler.max_running = absl::GetFlag(FLAGS_max_running);
+  c.pool.kv_budget_bytes = absl::GetFlag(FLAGS_kv_budget_mb) << 20;
+  c.pool.threads = static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_threads)));
+  c.pool.step_deadline = absl::Seconds(absl::GetFlag(FLAGS_step_timeout_s));
+  o.tp = absl::GetFlag(FLAGS_tp);
+  o.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  o.binary = "/proc/self/exe";
+  return o;
+}
+
+absl::Status CheckServeFlags() {
+  if (absl::GetFlag(FLAGS_model).empty()) return absl::InvalidArgumentError("--model is required");
+  if (absl::GetFlag(FLAGS_max_batch_tokens) < 1 || absl::GetFlag(FLAGS_max_running) < 1) {
+    return absl::InvalidArgumentError("--max_batch_tokens and --max_running must be >= 1");
+  }
+  if (absl::GetFlag(FLAGS_max_total_tokens) < 2) {
+    return absl::InvalidArgumentError("--max_total_tokens must be >= 2");
+  }
+  if (absl::GetFlag(FLAGS_port) < 0 || absl::GetFlag(FLAGS_port) > 65535) {
+    return absl::InvalidArgumentError("--port must be in [0, 65535]");
+  }
+  return absl::OkStatus();
+}
+
+// absl flags are spelled with underscores; accept --max-tokens for --max_tokens too.
+void UnderscoreFlagNames(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) break;
+    if (std::strncmp(argv[i], "--", 2) != 0) continue;
+    for (char* c = argv[i] + 2; *c != '\0' && *c != '='; ++c) {
+      if (*c == '-') *c = '_';
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  UnderscoreFlagNames(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
   if (args.size() != 2) {
@@ -123,7 +196,19 @@ int main(int argc, char** argv) {
     return Finish(tpserve::cli::RunGenerate(*options, std::cout));
   }
   if (command == "worker") {
-    return Finish(tpserve::cli::RunWorker({absl::GetFlag(FLAGS_listen)}));
+    return Finish(
+        tpserve::cli::RunWorker({absl::GetFlag(FLAGS_listen), absl::GetFlag(FLAGS_port_file)}));
+  }
+  if (command == "serve" || command == "coordinator") {
+    if (absl::Status flags = CheckServeFlags(); !flags.ok()) return Finish(flags);
+    tpserve::cli::ServeOptions options = ServeOptionsFromFlags();
+    if (command == "coordinator") {
+      absl::StatusOr<std::vector<std::string>> list =
+          tpserve::coordinator::ParseWorkerList(absl::GetFlag(FLAGS_workers));
+      if (!list.ok()) return Finish(list.status());
+      options.coordinator.pool.workers = *std::move(list);
+    }
+    return Finish(tpserve::cli::RunServe(std::move(options)));
   }
   std::cerr << "tpserve: unknown command '" << command << "'\n" << kUsage;
   return 2;

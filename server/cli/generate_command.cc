@@ -12,7 +12,7 @@
 #include "server/cli/remote_step_runner.h"
 #include "server/cli/step_runner.h"
 #include "server/common/status_macros.h"
-#include "server/model/chat_template.h"
+#include "server/model/chat_prompt.h"
 #include "server/model/incremental_decoder.h"
 #include "server/model/tokenizer.h"
 #include "server/model/weight_source.h"
@@ -26,19 +26,11 @@ constexpr int64_t kKvBlockSize = 16;
 absl::StatusOr<std::vector<int32_t>> PromptIds(const model::Tokenizer& tokenizer,
                                                const GenerateOptions& options) {
   if (!options.chat) return tokenizer.Encode(options.prompt, /*add_special=*/true);
-  if (tokenizer.chat_template().empty()) {
-    return absl::InvalidArgumentError("--chat: the model has no chat template");
-  }
-  auto piece = [&](int32_t id) {
-    return tokenizer.IsValidId(id) ? std::string(tokenizer.TokenPiece(id)) : std::string();
-  };
-  ASSIGN_OR_RETURN(auto chat_template, model::ChatTemplate::FromText(tokenizer.chat_template(),
-                                                                     piece(tokenizer.bos_id()),
-                                                                     piece(tokenizer.eos_id())));
+  absl::StatusOr<std::unique_ptr<model::ChatPrompt>> chat = model::ChatPrompt::Create(tokenizer);
+  if (!chat.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--chat: ", chat.status().message()));
   const model::ChatMessage message{"user", options.prompt};
-  ASSIGN_OR_RETURN(std::string text, chat_template->Render({&message, 1}, true));
-  // The rendered text carries its special tokens (BOS included) as text.
-  return tokenizer.Encode(text, /*add_special=*/false);
+  return (*chat)->Encode({&message, 1});
 }
 
 const char* FinishReasonName(int reason) {

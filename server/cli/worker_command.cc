@@ -2,6 +2,9 @@
 
 #include <signal.h>
 
+#include <cstdio>
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "server/worker/worker_server.h"
@@ -21,6 +24,14 @@ absl::Status RunWorker(const WorkerCommandOptions& options) {
   absl::StatusOr<std::unique_ptr<worker::WorkerServer>> server =
       worker::WorkerServer::Start(options.listen);
   if (!server.ok()) return server.status();
+  if (!options.port_file.empty()) {
+    // Written whole, then renamed: a reader never sees a partial number.
+    const std::string tmp = options.port_file + ".tmp";
+    std::ofstream(tmp) << (*server)->port() << "\n";
+    if (std::rename(tmp.c_str(), options.port_file.c_str()) != 0) {
+      return absl::InternalError(absl::StrCat("worker: cannot write ", options.port_file));
+    }
+  }
   LOG(INFO) << "worker listening on " << options.listen << " (port " << (*server)->port() << ")";
   int signal = 0;
   if (sigwait(&signals, &signal) != 0) return absl::InternalError("worker: sigwait failed");

@@ -10,7 +10,8 @@
 namespace tpserve::cli {
 
 struct WorkerCommandOptions {
-  std::string listen;  // HOST:PORT
+  std::string listen;     // HOST:PORT (port 0: any free one)
+  std::string port_file;  // when set, the bound port is written there once listening
 };
 
 // Blocks SIGINT/SIGTERM in the calling thread (call before any other thread starts), serves

@@ -5,7 +5,8 @@ file(GLOB TOKENIZER_SRCS CONFIGURE_DEPENDS
   ${CMAKE_CURRENT_SOURCE_DIR}/pretokenizer*.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/utf8*.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/incremental_decoder*.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/chat_template*.cc)
+  ${CMAKE_CURRENT_SOURCE_DIR}/chat_template*.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/chat_prompt*.cc)
 list(FILTER TOKENIZER_SRCS EXCLUDE REGEX "_test\\.cc$")
 tpserve_library(tpserve_tokenizer ${TOKENIZER_SRCS})
 tpserve_link(tpserve_tokenizer tpserve_gguf nlohmann_json::nlohmann_json
@@ -17,7 +18,8 @@ file(GLOB TOKENIZER_TESTS CONFIGURE_DEPENDS
   ${CMAKE_CURRENT_SOURCE_DIR}/pretokenizer*_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/utf8*_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/incremental_decoder*_test.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/chat_template*_test.cc)
+  ${CMAKE_CURRENT_SOURCE_DIR}/chat_template*_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/chat_prompt*_test.cc)
 foreach(t ${TOKENIZER_TESTS})
   get_filename_component(n ${t} NAME_WE)
   tpserve_test(${n} SOURCES ${t} LIBS tpserve_tokenizer)

@@ -1,0 +1,28 @@
+// `tpserve serve` (the embedded default: N local worker children plus the coordinator in
+// this process) and `tpserve coordinator` (the coordinator alone, dialing workers that run
+// elsewhere). Both serve until SIGINT/SIGTERM, then drain: health NOT_SERVING, new requests
+// UNAVAILABLE, running streams finish (bounded by drain_timeout), exit. Stateless.
+#ifndef TPSERVE_SERVER_CLI_SERVE_COMMAND_H_
+#define TPSERVE_SERVER_CLI_SERVE_COMMAND_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "server/coordinator/coordinator_server.h"
+
+namespace tpserve::cli {
+
+struct ServeOptions {
+  coordinator::CoordinatorOptions coordinator;  // pool.workers empty for `serve`
+  int tp = 2;                                   // `serve`: local workers to start
+  std::string binary;                           // `serve`: this program, to exec the workers
+  absl::Duration drain_timeout = absl::Seconds(30);
+};
+
+// Blocks SIGINT/SIGTERM in the calling thread (call before any other thread starts).
+absl::Status RunServe(ServeOptions options);
+
+}  // namespace tpserve::cli
+
+#endif  // TPSERVE_SERVER_CLI_SERVE_COMMAND_H_

@@ -1,0 +1,58 @@
+// WorkerProcesses: the local worker children of `tpserve serve`. Spawns `tpserve worker`
+// once per rank on a free loopback port, ties each child's life to this process
+// (PR_SET_PDEATHSIG), restarts a child that dies on the same port (the coordinator's world
+// then recovers), and stops them all, bounded. Thread-safe.
+#ifndef TPSERVE_SERVER_CLI_WORKER_PROCESSES_H_
+#define TPSERVE_SERVER_CLI_WORKER_PROCESSES_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace tpserve::cli {
+
+class WorkerProcesses {
+ public:
+  // Starts `count` children of `binary` (this program) and waits, bounded by `timeout`, for
+  // each to report its port. Call with SIGINT/SIGTERM blocked (children unblock them).
+  static absl::StatusOr<std::unique_ptr<WorkerProcesses>> Start(const std::string& binary,
+                                                                int count, absl::Duration timeout);
+  ~WorkerProcesses();  // Stop()
+
+  // "127.0.0.1:port" of each rank.
+  std::vector<std::string> addresses() const;
+  // SIGTERM, then SIGKILL past `grace`; reaps every child. Idempotent.
+  void Stop(absl::Duration grace = absl::Seconds(10)) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Child {
+    pid_t pid = -1;
+    int port = 0;
+    int restarts = 0;
+  };
+  WorkerProcesses(std::string binary, std::string dir) : binary_(std::move(binary)), dir_(dir) {}
+
+  // Forks and execs rank `rank`'s worker on `port` (0: any; reported in its port file).
+  absl::StatusOr<pid_t> Spawn(int rank, int port) const;
+  std::string PortFile(int rank) const;
+  void Monitor() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const std::string binary_;
+  const std::string dir_;  // private temporary directory for the port files
+  mutable absl::Mutex mu_;
+  std::vector<Child> children_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread monitor_;
+};
+
+}  // namespace tpserve::cli
+
+#endif  // TPSERVE_SERVER_CLI_WORKER_PROCESSES_H_

@@ -1,0 +1,345 @@
+#include "server/coordinator/batch_engine.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "glog/logging.h"
+#include "server/coordinator/sequence.h"
+#include "server/coordinator/step_codec.h"
+#include "server/coordinator/text_streamer.h"
+#include "server/model/utf8.h"
+
+namespace tpserve::coordinator {
+
+using tpserve::v1::FinishReason;
+using tpserve::v1::GenerateResponse;
+
+struct BatchEngine::Request {
+  RequestSpec spec;
+  std::shared_ptr<ResponseSink> sink;
+  Sequence seq;
+  std::unique_ptr<TextStreamer> streamer;
+};
+
+BatchEngine::BatchEngine(BatchEngineOptions options, WorkerPool* pool,
+                         const model::Tokenizer& tokenizer, std::function<void(bool)> on_ready)
+    : options_(options), pool_(pool), tokenizer_(tokenizer), on_ready_(std::move(on_ready)) {}
+
+BatchEngine::~BatchEngine() { Stop(); }
+
+void BatchEngine::Start() {
+  CHECK(!loop_.joinable()) << "BatchEngine started twice";
+  down_since_ = absl::Now();
+  loop_ = std::thread([this] { Loop(); });
+}
+
+absl::Status BatchEngine::Submit(RequestSpec spec, std::shared_ptr<ResponseSink> sink) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_ || draining_) {
+    return absl::UnavailableError("the server is draining and takes no new requests");
+  }
+  if (!stats_.ready) return absl::UnavailableError("the worker world is not ready");
+  const int64_t waiting = static_cast<int64_t>(inbox_.size()) + stats_.waiting;
+  if (waiting >= options_.max_queue) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the queue is full: ", waiting, " requests waiting (max_queue ", options_.max_queue, ")"));
+  }
+  // A request must fit the KV cache alone, or the scheduler could never finish it.
+  const int64_t capacity = stats_.kv_blocks_total * stats_.kv_block_size;
+  const int64_t total = static_cast<int64_t>(spec.prompt.size()) + spec.max_tokens;
+  if (total > capacity) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_tokens: prompt (", spec.prompt.size(), " tokens) + max_tokens (",
+                     spec.max_tokens, ") exceeds the KV cache capacity of ", capacity, " tokens"));
+  }
+  auto request = std::make_unique<Request>();
+  request->spec = std::move(spec);
+  request->sink = std::move(sink);
+  inbox_.push_back(std::move(request));
+  ++in_flight_;
+  return absl::OkStatus();
+}
+
+void BatchEngine::Drain() {
+  bool was_ready = false;
+  {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+    was_ready = stats_.ready;
+    stats_.ready = false;
+  }
+  if (was_ready && on_ready_) on_ready_(false);
+}
+
+bool BatchEngine::AwaitIdle(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(
+                                  +[](int64_t* n) { return *n == 0; }, &in_flight_),
+                              timeout);
+}
+
+void BatchEngine::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (loop_.joinable()) loop_.join();
+}
+
+EngineStats BatchEngine::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void BatchEngine::SetReady(bool ready) {
+  bool changed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    ready = ready && !draining_ && !stopping_;
+    changed = stats_.ready != ready;
+    stats_.ready = ready;
+  }
+  if (changed && on_ready_) on_ready_(ready);
+}
+
+void BatchEngine::Loop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+    }
+    if (!world_up_ && !RecoverWorld()) {
+      ReapCancelled();
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.restart_backoff);
+      continue;
+    }
+    TakeInbox();
+    ReapCancelled();
+    if (requests_.empty()) {
+      Publish();
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](BatchEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
+                                 return e->stopping_ || !e->inbox_.empty();
+                               },
+                               this),
+                           absl::Milliseconds(100));
+      continue;
+    }
+    const StepPlan plan = scheduler_->Schedule();
+    if (plan.empty()) {
+      // Every request fits the cache alone, so this only happens while a cancelled request
+      // still holds blocks; the next ReapCancelled frees them.
+      LOG_EVERY_N(WARNING, 1000) << "nothing schedulable with " << requests_.size()
+                                 << " requests in flight";
+      absl::SleepFor(absl::Milliseconds(1));
+      continue;
+    }
+    RunStep(plan);
+    Publish();
+  }
+  FailAll(absl::UnavailableError("the server is shutting down"));
+  SetReady(false);
+  Publish();
+}
+
+bool BatchEngine::RecoverWorld() {
+  SetReady(false);
+  const absl::Status started = pool_->Start();
+  if (!started.ok()) {
+    LOG(WARNING) << "the worker world did not start: " << started;
+    if (!requests_.empty() && absl::Now() - down_since_ > options_.recovery_timeout) {
+      FailAll(
+          absl::UnavailableError(absl::StrCat("the worker world is down: ", started.message())));
+    }
+    return false;
+  }
+  // The workers' caches are new: rebuild the block map and requeue every request (none holds
+  // blocks any more) in arrival order, to be recomputed from its token history.
+  blocks_ = std::make_unique<BlockManager>(pool_->kv_blocks(), pool_->kv_block_size());
+  scheduler_ = std::make_unique<Scheduler>(options_.scheduler, blocks_.get());
+  std::vector<Sequence*> requeue;
+  for (auto& [id, request] : requests_) {
+    request->seq.computed = 0;
+    request->seq.block_table.clear();
+    requeue.push_back(&request->seq);
+  }
+  std::sort(requeue.begin(), requeue.end(),
+            [](const Sequence* a, const Sequence* b) { return a->id < b->id; });
+  for (Sequence* seq : requeue) scheduler_->Enqueue(seq);
+  if (!requeue.empty()) {
+    LOG(INFO) << "world generation " << pool_->generation() << " up: recomputing " << requeue.size()
+              << " requests";
+  }
+  world_up_ = true;
+  Publish();  // the capacity Submit checks against
+  SetReady(true);
+  return true;
+}
+
+void BatchEngine::TakeInbox() {
+  std::deque<std::unique_ptr<Request>> incoming;
+  {
+    absl::MutexLock lock(&mu_);
+    incoming.swap(inbox_);
+  }
+  for (std::unique_ptr<Request>& request : incoming) {
+    request->seq.id = next_seq_id_++;
+    request->seq.prompt = request->spec.prompt;
+    request->streamer = std::make_unique<TextStreamer>(tokenizer_, request->spec.stop);
+    scheduler_->Enqueue(&request->seq);
+    requests_[request->seq.id] = std::move(request);
+  }
+}
+
+void BatchEngine::ReapCancelled() {
+  std::vector<Request*> cancelled;
+  for (auto& [id, request] : requests_) {
+    if (request->sink->cancelled()) cancelled.push_back(request.get());
+  }
+  for (Request* request : cancelled) {
+    Finish(request, absl::CancelledError("the client cancelled the request"));
+  }
+}
+
+bool BatchEngine::RunStep(const StepPlan& plan) {
+  tpserve::v1::Step step;
+  step.set_step_id(next_step_id_++);
+  std::vector<int32_t> tokens;
+  int64_t samples = 0;
+  for (const PlannedSequence& e : plan.entries) {
+    const Request& request = *requests_.at(e.seq->id);
+    tokens.clear();
+    for (int64_t pos = e.start; pos < e.start + e.count; ++pos) {
+      tokens.push_back(e.seq->token_at(pos));
+    }
+    AddStepSequence({.seq_id = e.seq->id,
+                     .tokens = tokens,
+                     .start_pos = e.start,
+                     .block_table = e.seq->block_table,
+                     .sample = e.sample,
+                     .sample_index = e.seq->generated.size()},
+                    request.spec.sampling, {e.seq->prompt, e.seq->generated}, &step);
+    samples += e.sample ? 1 : 0;
+  }
+  absl::StatusOr<StepOutcome> outcome = pool_->RunStep(step);
+  if (!outcome.ok()) {
+    LOG(ERROR) << "step " << step.step_id() << " failed, requeueing " << requests_.size()
+               << " requests until the world is back: " << outcome.status();
+    scheduler_->PreemptAll();
+    world_up_ = false;
+    down_since_ = absl::Now();
+    SetReady(false);
+    return false;
+  }
+  scheduler_->Commit(plan);
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.steps;
+    stats_.preemptions += static_cast<int64_t>(plan.preempted.size());
+  }
+  if (outcome->result.tokens_size() != samples) {
+    LOG(ERROR) << "step " << step.step_id() << ": rank 0 sampled " << outcome->result.tokens_size()
+               << " tokens, " << samples << " asked for";
+  }
+  for (const tpserve::v1::SampledToken& token : outcome->result.tokens()) {
+    auto it = requests_.find(token.seq_id());
+    if (it == requests_.end()) continue;
+    Request* request = it->second.get();
+    Deliver(request, FromSampledToken(token, request->spec.sampling));
+  }
+  return true;
+}
+
+void BatchEngine::Deliver(Request* request, const engine::SampleResult& sampled) {
+  Sequence& seq = request->seq;
+  const RequestSpec& spec = request->spec;
+  seq.generated.push_back(sampled.token_id);
+  GenerateResponse message;
+  message.set_request_id(spec.request_id);
+  message.add_token_ids(sampled.token_id);
+  if (spec.sampling.logprobs > 0) {
+    auto fill = [&](int32_t id, float logprob, tpserve::v1::TokenLogprob* out) {
+      out->set_token_id(id);
+      out->set_text(model::Utf8Lossy(tokenizer_.TokenBytes(id)));
+      out->set_logprob(logprob);
+    };
+    tpserve::v1::TokenLogprobs* lp = message.add_logprobs();
+    fill(sampled.token_id, sampled.logprob, lp->mutable_chosen());
+    for (const engine::TokenLogprob& top : sampled.top) {
+      fill(top.token_id, top.logprob, lp->add_top());
+    }
+  }
+  FinishReason reason = tpserve::v1::FINISH_REASON_UNSPECIFIED;
+  if (!spec.ignore_eos && sampled.token_id == tokenizer_.eos_id()) {
+    reason = tpserve::v1::FINISH_REASON_EOS;
+  } else if (sampled.is_stop) {
+    reason = tpserve::v1::FINISH_REASON_STOP;
+  } else {
+    absl::StatusOr<TextStreamer::Delta> delta = request->streamer->Feed(sampled.token_id);
+    if (!delta.ok()) {
+      Finish(request,
+             absl::InternalError(absl::StrCat("detokenising: ", delta.status().message())));
+      return;
+    }
+    message.set_text(std::move(delta->text));
+    if (delta->stopped) reason = tpserve::v1::FINISH_REASON_STOP;
+  }
+  if (reason == tpserve::v1::FINISH_REASON_UNSPECIFIED &&
+      static_cast<int64_t>(seq.generated.size()) >= spec.max_tokens) {
+    reason = tpserve::v1::FINISH_REASON_LENGTH;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.generated_tokens;
+  }
+  if (reason == tpserve::v1::FINISH_REASON_UNSPECIFIED) {
+    request->sink->Send(std::move(message));
+    return;
+  }
+  if (!request->streamer->stopped()) message.mutable_text()->append(request->streamer->Finish());
+  message.set_finish_reason(reason);
+  message.mutable_usage()->set_prompt_tokens(static_cast<uint32_t>(seq.prompt.size()));
+  message.mutable_usage()->set_completion_tokens(static_cast<uint32_t>(seq.generated.size()));
+  request->sink->Send(std::move(message));
+  Finish(request, absl::OkStatus());
+}
+
+void BatchEngine::Finish(Request* request, const absl::Status& status) {
+  request->sink->Close(status);
+  if (scheduler_ != nullptr) scheduler_->Remove(&request->seq);
+  requests_.erase(request->seq.id);  // destroys *request
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
+}
+
+void BatchEngine::FailAll(const absl::Status& status) {
+  std::deque<std::unique_ptr<Request>> incoming;
+  {
+    absl::MutexLock lock(&mu_);
+    incoming.swap(inbox_);
+  }
+  for (std::unique_ptr<Request>& request : incoming) {
+    request->sink->Close(status);
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+  }
+  std::vector<Request*> all;
+  for (auto& [id, request] : requests_) all.push_back(request.get());
+  for (Request* request : all) Finish(request, status);
+}
+
+void BatchEngine::Publish() {
+  absl::MutexLock lock(&mu_);
+  stats_.running = scheduler_ != nullptr ? scheduler_->running() : 0;
+  stats_.waiting = scheduler_ != nullptr ? scheduler_->waiting() : 0;
+  stats_.kv_blocks_total = blocks_ != nullptr ? blocks_->total_blocks() : 0;
+  stats_.kv_blocks_free = blocks_ != nullptr ? blocks_->free_blocks() : 0;
+  stats_.kv_block_size = blocks_ != nullptr ? blocks_->block_size() : 0;
+}
+
+}  // namespace tpserve::coordinator

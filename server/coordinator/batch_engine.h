@@ -1,0 +1,120 @@
+// BatchEngine: the coordinator's serving loop. One thread owns the scheduler, the block
+// manager and every in-flight request: it admits submitted requests, plans a step
+// (continuous batching, chunked prefill, preemption by recompute), runs it on the worker
+// world, and turns rank 0's sampled tokens into streamed messages (incremental text, stop
+// strings, finish reasons). When the world goes down, every running sequence is requeued for
+// recompute and the loop restarts the world; requests that outwait recovery_timeout fail
+// with UNAVAILABLE. Cancelled requests leave the batch at the next step and free their blocks.
+//
+// Thread-safety: Submit, Drain, stats and the accessors may be called from any thread
+// (they take mu_); everything else runs on the loop thread.
+#ifndef TPSERVE_SERVER_COORDINATOR_BATCH_ENGINE_H_
+#define TPSERVE_SERVER_COORDINATOR_BATCH_ENGINE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/coordinator/block_manager.h"
+#include "server/coordinator/request_validator.h"
+#include "server/coordinator/response_sink.h"
+#include "server/coordinator/scheduler.h"
+#include "server/coordinator/worker_pool.h"
+#include "server/model/tokenizer.h"
+
+namespace tpserve::coordinator {
+
+struct BatchEngineOptions {
+  SchedulerOptions scheduler;
+  int64_t max_queue = 256;                              // requests waiting for admission
+  absl::Duration recovery_timeout = absl::Seconds(60);  // world down → fail waiting requests
+  absl::Duration restart_backoff = absl::Seconds(1);    // between attempts to restart
+};
+
+// A snapshot for GetModelInfo (and, later, metrics).
+struct EngineStats {
+  bool ready = false;  // the world is up and the engine not draining
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_free = 0;
+  int64_t kv_block_size = 0;
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  int64_t generated_tokens = 0;
+};
+
+class BatchEngine {
+ public:
+  // `pool` (not yet started: the loop starts it) and `tokenizer` must outlive the engine.
+  // `on_ready` is called from the loop thread whenever readiness changes.
+  BatchEngine(BatchEngineOptions options, WorkerPool* pool, const model::Tokenizer& tokenizer,
+              std::function<void(bool ready)> on_ready);
+  ~BatchEngine();  // Stop()
+
+  void Start();
+  // Queues a validated request. UNAVAILABLE while the world is not ready or the engine is
+  // draining; RESOURCE_EXHAUSTED when max_queue requests already wait. On OK the sink will
+  // be closed exactly once.
+  absl::Status Submit(RequestSpec spec, std::shared_ptr<ResponseSink> sink)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Refuses new requests from now on; those in flight run to their end.
+  void Drain() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until no request is in flight, or `timeout`; true when idle.
+  bool AwaitIdle(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops the loop; requests still in flight are closed with UNAVAILABLE.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  EngineStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Request;
+
+  void Loop();
+  // Restarts the world; fails requests that waited past recovery_timeout. False on failure.
+  bool RecoverWorld();
+  void TakeInbox() ABSL_LOCKS_EXCLUDED(mu_);
+  void ReapCancelled();
+  // Runs one planned step; false when the world went down.
+  bool RunStep(const StepPlan& plan);
+  // Applies one sampled token to its request; closes and drops the request when it ends.
+  void Deliver(Request* request, const engine::SampleResult& sampled);
+  void Finish(Request* request, const absl::Status& status);
+  void FailAll(const absl::Status& status);
+  void Publish() ABSL_LOCKS_EXCLUDED(mu_);
+  void SetReady(bool ready);
+
+  const BatchEngineOptions options_;
+  WorkerPool* const pool_;
+  const model::Tokenizer& tokenizer_;
+  const std::function<void(bool)> on_ready_;
+
+  // Loop thread only.
+  std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<Scheduler> scheduler_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Request>> requests_;
+  uint64_t next_seq_id_ = 1;
+  uint64_t next_step_id_ = 1;
+  bool world_up_ = false;
+  absl::Time down_since_ = absl::InfinitePast();
+
+  mutable absl::Mutex mu_;
+  std::deque<std::unique_ptr<Request>> inbox_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // submitted and not yet closed
+  EngineStats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread loop_;
+};
+
+}  // namespace tpserve::coordinator
+
+#endif  // TPSERVE_SERVER_COORDINATOR_BATCH_ENGINE_H_

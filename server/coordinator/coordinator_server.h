@@ -1,0 +1,65 @@
+// CoordinatorServer: everything `tpserve serve` and `tpserve coordinator` run in-process —
+// the model's tokenizer and chat template, the worker pool, the batch engine, the public
+// Generation service, grpc.health.v1 (SERVING only while the world is ready and not
+// draining) and server reflection — on one listening address. Owns them all.
+// Thread-safe: Drain and Shutdown may come from a signal-handling thread.
+#ifndef TPSERVE_SERVER_COORDINATOR_COORDINATOR_SERVER_H_
+#define TPSERVE_SERVER_COORDINATOR_COORDINATOR_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "server/coordinator/batch_engine.h"
+#include "server/coordinator/generation_service.h"
+#include "server/coordinator/request_validator.h"
+#include "server/coordinator/worker_pool.h"
+#include "server/model/chat_prompt.h"
+#include "server/model/tokenizer.h"
+
+namespace tpserve::coordinator {
+
+struct CoordinatorOptions {
+  std::string model_path;
+  std::string listen = "127.0.0.1:50051";  // HOST:PORT; port 0 picks a free one
+  bool reflection = true;
+  ServingLimits limits;
+  BatchEngineOptions engine;
+  WorkerPoolOptions pool;  // workers, KV budget, threads, timeouts (model_path is filled in)
+};
+
+class CoordinatorServer {
+ public:
+  // Loads the tokenizer and model config, listens, and starts the engine, which brings the
+  // world up in the background (health turns SERVING when it is ready).
+  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(CoordinatorOptions options);
+  ~CoordinatorServer();  // Shutdown()
+
+  int port() const { return port_; }
+  // Health NOT_SERVING, new requests UNAVAILABLE; waits (bounded) for the streams in flight
+  // to finish. True when they all did.
+  bool Drain(absl::Duration timeout);
+  // Stops serving: closes the listener and open calls, stops the engine, shuts the workers'
+  // sessions down. Idempotent.
+  void Shutdown();
+
+ private:
+  CoordinatorServer() = default;
+  void SetServing(bool serving);
+
+  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<model::ChatPrompt> chat_;
+  std::unique_ptr<RequestValidator> validator_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<BatchEngine> engine_;
+  std::unique_ptr<GenerationService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace tpserve::coordinator
+
+#endif  // TPSERVE_SERVER_COORDINATOR_COORDINATOR_SERVER_H_

@@ -1,0 +1,156 @@
+#include "server/coordinator/generation_service.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "server/common/grpc_status.h"
+#include "server/common/proto_utf8.h"
+#include "server/common/status_macros.h"
+#include "server/coordinator/generate_stream.h"
+#include "server/model/utf8.h"
+
+namespace tpserve::coordinator {
+namespace {
+
+// Parses a raw request, refusing invalid UTF-8 by field name first.
+template <typename Message>
+absl::StatusOr<Message> ParseChecked(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return absl::InvalidArgumentError("unreadable request");
+  std::string wire;
+  for (const grpc::Slice& s : slices) {
+    wire.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  RETURN_IF_ERROR(CheckUtf8Fields(*Message::descriptor(), wire));
+  Message message;
+  if (!message.ParseFromString(wire)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed ", Message::descriptor()->name(), " message"));
+  }
+  return message;
+}
+
+void Serialize(const google::protobuf::Message& message, grpc::ByteBuffer* out) {
+  grpc::Slice slice(message.SerializeAsString());
+  grpc::ByteBuffer buffer(&slice, 1);
+  out->Swap(&buffer);
+}
+
+// SplitMix64: spreads the seeds drawn for requests that set none.
+uint64_t Mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+GenerationService::GenerationService(const model::Tokenizer& tokenizer,
+                                     const RequestValidator& validator, BatchEngine* engine,
+                                     tpserve::v1::ModelInfo model_info)
+    : tokenizer_(tokenizer),
+      validator_(validator),
+      engine_(engine),
+      model_info_(std::move(model_info)),
+      seed_state_(absl::Uniform<uint64_t>(absl::BitGen())) {}
+
+uint64_t GenerationService::NextSeed() {
+  absl::MutexLock lock(&seed_mu_);
+  seed_state_ = Mix(seed_state_);
+  return seed_state_;
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  auto* stream = new GenerateStream();
+  absl::Status status;
+  absl::StatusOr<tpserve::v1::GenerateRequest> parsed =
+      ParseChecked<tpserve::v1::GenerateRequest>(*request);
+  if (!parsed.ok()) {
+    status = parsed.status();
+  } else {
+    absl::StatusOr<RequestSpec> spec = validator_.Validate(*parsed, NextSeed());
+    if (!spec.ok()) {
+      status = spec.status();
+    } else {
+      if (spec->request_id.empty()) {
+        spec->request_id = absl::StrCat("req-", next_request_number_.fetch_add(1));
+      }
+      const std::string id = spec->request_id;
+      status = engine_->Submit(*std::move(spec), stream->sink());
+      VLOG(1) << "Generate " << id << ": " << status;
+    }
+  }
+  if (!status.ok()) stream->Refuse(ToGrpcStatus(status));
+  return stream;
+}
+
+absl::Status GenerationService::DoTokenize(const grpc::ByteBuffer& request,
+                                           grpc::ByteBuffer* response) const {
+  ASSIGN_OR_RETURN(tpserve::v1::TokenizeRequest r,
+                   ParseChecked<tpserve::v1::TokenizeRequest>(request));
+  if (r.text().empty() == r.messages().empty()) {
+    return absl::InvalidArgumentError("text: exactly one of text and messages must be given");
+  }
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                   validator_.PromptIds(r.text(), r.messages(), {}, r.add_special_tokens()));
+  tpserve::v1::TokenizeResponse out;
+  for (int32_t id : ids) {
+    out.add_token_ids(id);
+    out.add_pieces(model::Utf8Lossy(tokenizer_.TokenBytes(id)));
+  }
+  Serialize(out, response);
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(DoTokenize(*request, response)));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GenerationService::Detokenize(
+    grpc::CallbackServerContext* context, const tpserve::v1::DetokenizeRequest* request,
+    tpserve::v1::DetokenizeResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status;
+  for (int i = 0; i < request->token_ids_size() && status.ok(); ++i) {
+    if (!tokenizer_.IsValidId(request->token_ids(i))) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat("token_ids[", i, "]: ", request->token_ids(i),
+                       " is outside the vocabulary [0, ", tokenizer_.vocab_size(), ")"));
+    }
+  }
+  if (status.ok()) {
+    absl::StatusOr<std::string> text =
+        tokenizer_.Decode(request->token_ids(), request->skip_special_tokens());
+    status = text.status();
+    if (text.ok()) response->set_text(model::Utf8Lossy(*text));
+  }
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GenerationService::GetModelInfo(
+    grpc::CallbackServerContext* context, const tpserve::v1::GetModelInfoRequest* request,
+    tpserve::v1::ModelInfo* response) {
+  *response = model_info_;
+  const EngineStats stats = engine_->stats();
+  response->set_ready(stats.ready);
+  response->set_kv_blocks_total(static_cast<uint32_t>(stats.kv_blocks_total));
+  response->set_kv_blocks_free(static_cast<uint32_t>(stats.kv_blocks_free));
+  response->set_requests_running(static_cast<uint32_t>(stats.running));
+  response->set_requests_waiting(static_cast<uint32_t>(stats.waiting));
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace tpserve::coordinator

@@ -1,0 +1,61 @@
+// GenerationService: the public tpserve.v1.Generation service on the gRPC callback API.
+// Generate and Tokenize take their requests as raw bytes so that invalid UTF-8 becomes
+// INVALID_ARGUMENT naming the field (protobuf would refuse to parse it); everything else is
+// validated by RequestValidator and queued on the BatchEngine. Holds no request state of its
+// own; thread-safe.
+#ifndef TPSERVE_SERVER_COORDINATOR_GENERATION_SERVICE_H_
+#define TPSERVE_SERVER_COORDINATOR_GENERATION_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/grpcpp.h"
+#include "server/coordinator/batch_engine.h"
+#include "server/coordinator/request_validator.h"
+#include "server/model/tokenizer.h"
+#include "tpserve/v1/generate.grpc.pb.h"
+
+namespace tpserve::coordinator {
+
+using GenerationBase = tpserve::v1::Generation::WithRawCallbackMethod_Generate<
+    tpserve::v1::Generation::WithRawCallbackMethod_Tokenize<
+        tpserve::v1::Generation::WithCallbackMethod_Detokenize<
+            tpserve::v1::Generation::WithCallbackMethod_GetModelInfo<
+                tpserve::v1::Generation::Service>>>>;
+
+class GenerationService final : public GenerationBase {
+ public:
+  // `model_info` holds the static fields (name, architecture, limits, world); the dynamic
+  // ones come from `engine`. Every argument must outlive the service.
+  GenerationService(const model::Tokenizer& tokenizer, const RequestValidator& validator,
+                    BatchEngine* engine, tpserve::v1::ModelInfo model_info);
+
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
+                                       const tpserve::v1::DetokenizeRequest* request,
+                                       tpserve::v1::DetokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const tpserve::v1::GetModelInfoRequest* request,
+                                         tpserve::v1::ModelInfo* response) override;
+
+ private:
+  absl::Status DoTokenize(const grpc::ByteBuffer& request, grpc::ByteBuffer* response) const;
+  uint64_t NextSeed() ABSL_LOCKS_EXCLUDED(seed_mu_);
+
+  const model::Tokenizer& tokenizer_;
+  const RequestValidator& validator_;
+  BatchEngine* const engine_;
+  const tpserve::v1::ModelInfo model_info_;
+  std::atomic<uint64_t> next_request_number_{1};
+  absl::Mutex seed_mu_;
+  uint64_t seed_state_ ABSL_GUARDED_BY(seed_mu_);
+};
+
+}  // namespace tpserve::coordinator
+
+#endif  // TPSERVE_SERVER_COORDINATOR_GENERATION_SERVICE_H_

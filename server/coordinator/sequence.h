@@ -1,0 +1,31 @@
+// Sequence: the scheduler's view of one request — its token history and how much of it the
+// workers' KV cache holds. The coordinator is the single source of truth for both: a worker
+// holds only KV memory, so a preempted (or world-lost) sequence is rebuilt by recomputing
+// prompt + generated from position 0. Plain data, owned by the engine thread.
+#ifndef TPSERVE_SERVER_COORDINATOR_SEQUENCE_H_
+#define TPSERVE_SERVER_COORDINATOR_SEQUENCE_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace tpserve::coordinator {
+
+struct Sequence {
+  uint64_t id = 0;                   // unique per coordinator run; the workers' seq_id
+  std::vector<int32_t> prompt;       // [prompt_len]
+  std::vector<int32_t> generated;    // [generated_len] tokens streamed so far
+  int64_t computed = 0;              // positions [0, computed) are in the KV cache
+  std::vector<int32_t> block_table;  // physical KV blocks covering [0, computed + scheduled)
+  int preemptions = 0;               // times its KV was dropped and recomputed
+
+  int64_t length() const { return static_cast<int64_t>(prompt.size() + generated.size()); }
+  // Token at position `pos` of prompt + generated.
+  int32_t token_at(int64_t pos) const {
+    const auto p = static_cast<int64_t>(prompt.size());
+    return pos < p ? prompt[pos] : generated[pos - p];
+  }
+};
+
+}  // namespace tpserve::coordinator
+
+#endif  // TPSERVE_SERVER_COORDINATOR_SEQUENCE_H_
