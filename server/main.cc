@@ -169,6 +169,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   UnderscoreFlagNames(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  FLAGS_logtostderr = true;  // servers log to stderr (containers, systemd); glog would write files
   google::InitGoogleLogging(argv[0]);
   if (args.size() != 2) {
     std::cerr << kUsage;

@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("coordinator: cannot listen on ", options.listen));
   }
-  s->SetServing(false);
+  s->server_->GetHealthCheckService()->SetServingStatus(false);
   s->engine_->Start();
   return s;
 }
@@ -92,7 +92,9 @@ void CoordinatorServer::SetServing(bool serving) {
   if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
     health->SetServingStatus(serving);
   }
-  LOG(INFO) << "health: " << (serving ? "SERVING" : "NOT_SERVING");
+  if (serving_.exchange(serving) != serving) {
+    LOG(INFO) << "health: " << (serving ? "SERVING" : "NOT_SERVING");
+  }
 }
 
 bool CoordinatorServer::Drain(absl::Duration timeout) {

@@ -6,6 +6,7 @@
 #ifndef TPSERVE_SERVER_COORDINATOR_COORDINATOR_SERVER_H_
 #define TPSERVE_SERVER_COORDINATOR_COORDINATOR_SERVER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,7 @@ class CoordinatorServer {
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  std::atomic<bool> serving_{false};  // last health status set
 };
 
 }  // namespace tpserve::coordinator
