@@ -139,6 +139,10 @@ void BatchEngine::Loop() {
       absl::SleepFor(absl::Milliseconds(1));
       continue;
     }
+    if (!plan.preempted.empty()) {
+      LOG(INFO) << "preempted " << plan.preempted.size()
+                << " sequences (KV cache full); they will be recomputed";
+    }
     RunStep(plan);
     Publish();
   }
