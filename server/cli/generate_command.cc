@@ -27,8 +27,9 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(const model::Tokenizer& tokenizer
                                                const GenerateOptions& options) {
   if (!options.chat) return tokenizer.Encode(options.prompt, /*add_special=*/true);
   absl::StatusOr<std::unique_ptr<model::ChatPrompt>> chat = model::ChatPrompt::Create(tokenizer);
-  if (!chat.ok())
+  if (!chat.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--chat: ", chat.status().message()));
+  }
   const model::ChatMessage message{"user", options.prompt};
   return (*chat)->Encode({&message, 1});
 }

@@ -84,6 +84,7 @@ absl::StatusOr<pid_t> WorkerProcesses::Spawn(int rank, int port) const {
   std::vector<std::string> args = {binary_, "worker", absl::StrCat("--listen=127.0.0.1:", port),
                                    absl::StrCat("--port_file=", PortFile(rank))};
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   const pid_t parent = getpid();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -38,7 +39,8 @@ class WorkerProcesses {
     int port = 0;
     int restarts = 0;
   };
-  WorkerProcesses(std::string binary, std::string dir) : binary_(std::move(binary)), dir_(dir) {}
+  WorkerProcesses(std::string binary, std::string dir)
+      : binary_(std::move(binary)), dir_(std::move(dir)) {}
 
   // Forks and execs rank `rank`'s worker on `port` (0: any; reported in its port file).
   absl::StatusOr<pid_t> Spawn(int rank, int port) const;

@@ -8,7 +8,8 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   auto code = static_cast<grpc::StatusCode>(status.code());
   if (status.code() == absl::StatusCode::kUnknown) code = grpc::StatusCode::INTERNAL;
-  return grpc::Status(code, std::string(status.message()));
+  const std::string message(status.message());
+  return grpc::Status(code, message);
 }
 
 }  // namespace tpserve

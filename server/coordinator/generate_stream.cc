@@ -40,7 +40,7 @@ void GenerateStream::Sink::Pump() {
     absl::MutexLock lock(&mu_);
     if (stream_ == nullptr || busy_ || finished_) return;
     if (!queue_.empty()) {
-      writing_ = std::move(queue_.front());
+      writing_.Swap(&queue_.front());
       queue_.pop_front();
       write = &writing_;
     } else if (close_.has_value()) {
