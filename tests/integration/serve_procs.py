@@ -136,11 +136,12 @@ class Server:
             return "(no log)"
 
 
-def start(tpserve_bin, model, log_path, host="127.0.0.1", port=None, **flags):
-    """Starts `tpserve serve --model=MODEL --host --port [--FLAG=VALUE ...]` with stdout and
-    stderr in `log_path`, in a new session so that its workers can be killed as a group."""
+def start(tpserve_bin, model, log_path, host="127.0.0.1", port=None, command="serve", **flags):
+    """Starts `tpserve serve --model=MODEL --host --port [--FLAG=VALUE ...]` (or another
+    command taking those flags, e.g. `coordinator`) with stdout and stderr in `log_path`, in a
+    new session so that its workers can be killed as a group."""
     port = port or free_port(host)
-    args = [str(tpserve_bin), "serve", f"--model={model}", f"--host={host}", f"--port={port}"]
+    args = [str(tpserve_bin), command, f"--model={model}", f"--host={host}", f"--port={port}"]
     args += [f"--{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in flags.items()]
     log = open(log_path, "wb")
     try:

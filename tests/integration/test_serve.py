@@ -15,6 +15,7 @@ import itertools
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 
@@ -22,6 +23,7 @@ import grpc
 import pytest
 
 import serve_procs
+import worker_procs
 from serve_procs import collect
 from tpserve.v1 import generate_pb2 as pb
 from tpserve.v1 import generate_pb2_grpc as pb_grpc
@@ -326,6 +328,39 @@ def test_killed_worker_is_restarted_and_streams_continue(request, tmp_path_facto
     log = server.log_tail(1 << 20)
     assert "died" in log and "recomputing" in log, log[-3000:]
     _stop_cleanly(server)
+
+
+# --- 1d. `tpserve coordinator` over workers started on their own ----------------------------
+
+def test_coordinator_over_separately_started_workers(request, tmp_path, tpserve_bin, smollm_gguf,
+                                                      stub):
+    """The multi-host shape on loopback: two `tpserve worker` processes, then `tpserve
+    coordinator --workers`; its answers equal `serve`'s."""
+    ports = [worker_procs.free_port() for _ in range(TP)]
+    workers = []
+    for rank, port in enumerate(ports):
+        log = open(tmp_path / f"worker{rank}.log", "wb")
+        workers.append(subprocess.Popen(
+            [str(tpserve_bin), "worker", f"--listen=127.0.0.1:{port}"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT))
+        log.close()
+    request.addfinalizer(lambda: worker_procs.stop(workers))
+    for port in ports:
+        worker_procs.wait_healthy(f"127.0.0.1:{port}")
+    server = serve_procs.start(tpserve_bin, smollm_gguf, tmp_path / "coordinator.log",
+                               command="coordinator", threads=1,
+                               workers=",".join(f"127.0.0.1:{p}" for p in ports))
+    request.addfinalizer(lambda: serve_procs.cleanup(server))
+    serve_procs.wait_serving(server, timeout_s=120)
+    with grpc.insecure_channel(server.address) as channel:
+        coordinator = pb_grpc.GenerationStub(channel)
+        info = coordinator.GetModelInfo(pb.GetModelInfoRequest(), timeout=RPC_S)
+        assert info.world_size == TP and info.ready
+        for i in range(3):
+            req = greedy(max_tokens=12, messages=chat(("user", f"Tell me about {SUBJECTS[i]}.")))
+            assert generate(coordinator, req).ids == generate(stub, req).ids
+    assert serve_procs.stop(server, timeout_s=60) == 0, server.log_tail()
+    assert all(w.poll() is None for w in workers), "the workers must outlive the coordinator"
 
 
 # --- 2. seeded sampling ---------------------------------------------------------------------
