@@ -1,0 +1,238 @@
+// BatchEngine against a real world of one in-process worker serving SmolLM2: streamed
+// messages and finish reasons, batched requests equal to each alone, cancellation freeing
+// the batch, queue and drain refusals.
+#include "server/coordinator/batch_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "server/worker/worker_server.h"
+
+namespace tpserve::coordinator {
+namespace {
+
+const std::string kModel = TPSERVE_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+// Records what the engine delivers; Wait() blocks (bounded) until Close.
+class RecordingSink final : public ResponseSink {
+ public:
+  void Send(tpserve::v1::GenerateResponse message) override {
+    absl::MutexLock lock(&mu_);
+    messages_.push_back(std::move(message));
+  }
+  void Close(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    EXPECT_FALSE(closed_.has_value()) << "closed twice";
+    closed_ = status;
+  }
+  bool cancelled() const override { return cancelled_.load(); }
+  void Cancel() { cancelled_.store(true); }
+
+  absl::Status Wait(absl::Duration timeout = absl::Seconds(120)) {
+    absl::MutexLock lock(&mu_);
+    auto closed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_.has_value(); };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&closed), timeout)) {
+      return absl::DeadlineExceededError("the sink was never closed");
+    }
+    return *closed_;
+  }
+  size_t count() const {
+    absl::MutexLock lock(&mu_);
+    return messages_.size();
+  }
+  std::vector<int32_t> ids() const {
+    absl::MutexLock lock(&mu_);
+    std::vector<int32_t> out;
+    for (const auto& m : messages_)
+      out.insert(out.end(), m.token_ids().begin(), m.token_ids().end());
+    return out;
+  }
+  std::string text() const {
+    absl::MutexLock lock(&mu_);
+    std::string out;
+    for (const auto& m : messages_) out += m.text();
+    return out;
+  }
+  tpserve::v1::GenerateResponse last() const {
+    absl::MutexLock lock(&mu_);
+    return messages_.empty() ? tpserve::v1::GenerateResponse() : messages_.back();
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<tpserve::v1::GenerateResponse> messages_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> cancelled_{false};
+};
+
+class BatchEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto tokenizer = model::Tokenizer::Load(kModel);
+    if (!tokenizer.ok()) GTEST_SKIP() << "no model: " << tokenizer.status();
+    tokenizer_ = *std::move(tokenizer);
+    auto worker = worker::WorkerServer::Start("127.0.0.1:0");
+    ASSERT_TRUE(worker.ok()) << worker.status();
+    worker_ = *std::move(worker);
+  }
+  void TearDown() override {
+    if (engine_ != nullptr) engine_->Stop();
+    if (pool_ != nullptr) pool_->Shutdown("test over");
+  }
+
+  void StartEngine(BatchEngineOptions options = {}) {
+    WorkerPoolOptions pool;
+    pool.workers = {absl::StrCat("127.0.0.1:", worker_->port())};
+    pool.model_path = kModel;
+    pool.kv_budget_bytes = 16 << 20;
+    pool.threads = 2;
+    pool_ = std::make_unique<WorkerPool>(pool);
+    engine_ = std::make_unique<BatchEngine>(options, pool_.get(), *tokenizer_,
+                                            [this](bool ready) { ready_changes_.fetch_add(1); });
+    engine_->Start();
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (!engine_->stats().ready && absl::Now() < deadline)
+      absl::SleepFor(absl::Milliseconds(10));
+    ASSERT_TRUE(engine_->stats().ready);
+  }
+
+  RequestSpec Greedy(const std::string& prompt, int64_t max_tokens) {
+    RequestSpec spec;
+    spec.prompt = *tokenizer_->Encode(prompt, true);
+    spec.max_tokens = max_tokens;
+    spec.sampling.temperature = 0;
+    spec.ignore_eos = true;
+    return spec;
+  }
+
+  absl::Status Run(RequestSpec spec, const std::shared_ptr<RecordingSink>& sink) {
+    absl::Status submitted = engine_->Submit(std::move(spec), sink);
+    if (!submitted.ok()) return submitted;
+    return sink->Wait();
+  }
+
+  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<worker::WorkerServer> worker_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<BatchEngine> engine_;
+  std::atomic<int> ready_changes_{0};
+};
+
+TEST_F(BatchEngineTest, StreamsOneMessagePerTokenThenFinishes) {
+  StartEngine();
+  auto sink = std::make_shared<RecordingSink>();
+  RequestSpec spec = Greedy("The capital of France is", 5);
+  spec.request_id = "r1";
+  ASSERT_TRUE(Run(spec, sink).ok());
+  EXPECT_EQ(sink->count(), 5u);
+  EXPECT_EQ(sink->ids().size(), 5u);
+  EXPECT_EQ(sink->ids()[0], 7042) << "greedy continuation should start with ' Paris'";
+  const tpserve::v1::GenerateResponse last = sink->last();
+  EXPECT_EQ(last.finish_reason(), tpserve::v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(last.usage().completion_tokens(), 5u);
+  EXPECT_EQ(last.usage().prompt_tokens(), spec.prompt.size());
+  EXPECT_EQ(last.request_id(), "r1");
+  EXPECT_EQ(sink->text(), *tokenizer_->Decode(sink->ids(), true));
+  EXPECT_EQ(engine_->stats().kv_blocks_free, engine_->stats().kv_blocks_total);
+}
+
+TEST_F(BatchEngineTest, StopStringEndsTheStreamBeforeIt) {
+  StartEngine();
+  auto full = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(Run(Greedy("The capital of France is", 8), full).ok());
+  const std::string text = full->text();
+  ASSERT_GT(text.size(), 6u);
+  RequestSpec spec = Greedy("The capital of France is", 8);
+  spec.stop = {text.substr(3, 4)};
+  auto stopped = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(Run(spec, stopped).ok());
+  EXPECT_EQ(stopped->text(), text.substr(0, 3));
+  EXPECT_EQ(stopped->last().finish_reason(), tpserve::v1::FINISH_REASON_STOP);
+}
+
+TEST_F(BatchEngineTest, BatchedRequestsEqualEachAlone) {
+  BatchEngineOptions options;
+  options.scheduler.max_batch_tokens = 16;  // prompts are prefilled in chunks beside decodes
+  StartEngine(options);
+  const std::vector<std::string> prompts = {"Hello",
+                                            "The capital of France is",
+                                            "Once upon a time, in a land far away,",
+                                            "1, 2, 3, 4,",
+                                            "def main():",
+                                            "The weather today"};
+  std::vector<std::vector<int32_t>> alone;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto sink = std::make_shared<RecordingSink>();
+    ASSERT_TRUE(Run(Greedy(prompts[i], 4 + static_cast<int64_t>(i)), sink).ok());
+    alone.push_back(sink->ids());
+  }
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    sinks.push_back(std::make_shared<RecordingSink>());
+    ASSERT_TRUE(engine_->Submit(Greedy(prompts[i], 4 + static_cast<int64_t>(i)), sinks[i]).ok());
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(sinks[i]->Wait().ok());
+    EXPECT_EQ(sinks[i]->ids(), alone[i]) << "request " << i;
+  }
+}
+
+TEST_F(BatchEngineTest, CancelledRequestLeavesTheBatchAndFreesItsBlocks) {
+  StartEngine();
+  auto sink = std::make_shared<RecordingSink>();
+  const absl::Status submitted = engine_->Submit(Greedy("Tell me a long story.", 300), sink);
+  ASSERT_TRUE(submitted.ok()) << submitted;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (sink->count() < 3 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_GE(sink->count(), 3u);
+  sink->Cancel();
+  EXPECT_EQ(sink->Wait(absl::Seconds(10)).code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(sink->count(), 300u);
+  ASSERT_TRUE(engine_->AwaitIdle(absl::Seconds(5)));
+  const absl::Time until = absl::Now() + absl::Seconds(5);
+  while (engine_->stats().running > 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(engine_->stats().running, 0);
+  EXPECT_EQ(engine_->stats().kv_blocks_free, engine_->stats().kv_blocks_total);
+}
+
+TEST_F(BatchEngineTest, RefusesWhenTheQueueIsFullOrTheRequestCannotFit) {
+  BatchEngineOptions options;
+  options.max_queue = 0;
+  StartEngine(options);
+  absl::Status s = engine_->Submit(Greedy("Hi", 2), std::make_shared<RecordingSink>());
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("max_queue 0"), std::string::npos) << s;
+}
+
+TEST_F(BatchEngineTest, RequestLargerThanTheKvCacheIsInvalid) {
+  StartEngine();
+  const EngineStats stats = engine_->stats();
+  const int64_t capacity = stats.kv_blocks_total * stats.kv_block_size;
+  absl::Status s = engine_->Submit(Greedy("Hi", capacity), std::make_shared<RecordingSink>());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find(absl::StrCat(capacity, " tokens")), std::string::npos) << s;
+}
+
+TEST_F(BatchEngineTest, DrainRefusesNewRequestsAndLetsRunningOnesFinish) {
+  StartEngine();
+  auto running = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine_->Submit(Greedy("Count with me: one, two,", 12), running).ok());
+  engine_->Drain();
+  EXPECT_FALSE(engine_->stats().ready);
+  absl::Status s = engine_->Submit(Greedy("Hi", 2), std::make_shared<RecordingSink>());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_TRUE(engine_->AwaitIdle(absl::Seconds(60)));
+  EXPECT_TRUE(running->Wait().ok());
+  EXPECT_EQ(running->ids().size(), 12u);
+}
+
+}  // namespace
+}  // namespace tpserve::coordinator
