@@ -49,6 +49,9 @@ ABSL_FLAG(uint64_t, kv_budget_mb, 256,
           "generate --workers, serve: KV cache memory per worker, MiB");
 ABSL_FLAG(std::string, listen, "", "worker: HOST:PORT to serve on (port 0: any free one)");
 ABSL_FLAG(std::string, port_file, "", "worker: write the bound port to this file");
+ABSL_FLAG(int32_t, metrics_port, 0,
+          "worker/serve/coordinator: Prometheus /metrics port on the listen host (0: none); "
+          "serve's worker rank r uses metrics_port + 1 + r");
 ABSL_FLAG(int32_t, tp, 2, "serve: tensor-parallel world size (local worker processes)");
 ABSL_FLAG(std::string, host, "127.0.0.1", "serve/coordinator: address to listen on");
 ABSL_FLAG(int32_t, port, 50051, "serve/coordinator: port of the public API (0: any free one)");
@@ -135,6 +138,7 @@ tpserve::cli::ServeOptions ServeOptionsFromFlags() {
   o.tp = absl::GetFlag(FLAGS_tp);
   o.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
   o.binary = "/proc/self/exe";
+  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   return o;
 }
 
@@ -198,7 +202,8 @@ int main(int argc, char** argv) {
   }
   if (command == "worker") {
     return Finish(
-        tpserve::cli::RunWorker({absl::GetFlag(FLAGS_listen), absl::GetFlag(FLAGS_port_file)}));
+        tpserve::cli::RunWorker({absl::GetFlag(FLAGS_listen), absl::GetFlag(FLAGS_port_file),
+                                 absl::GetFlag(FLAGS_metrics_port)}));
   }
   if (command == "serve" || command == "coordinator") {
     if (absl::Status flags = CheckServeFlags(); !flags.ok()) return Finish(flags);

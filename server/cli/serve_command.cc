@@ -22,9 +22,14 @@ absl::Status RunServe(ServeOptions options) {
   }
   std::unique_ptr<WorkerProcesses> workers;
   if (options.coordinator.pool.workers.empty()) {
-    ASSIGN_OR_RETURN(workers,
-                     WorkerProcesses::Start(options.binary, options.tp, absl::Seconds(60)));
+    ASSIGN_OR_RETURN(workers, WorkerProcesses::Start(options.binary, options.tp,
+                                                     options.metrics_port, absl::Seconds(60)));
     options.coordinator.pool.workers = workers->addresses();
+  }
+  if (options.metrics_port > 0) {
+    const std::string& listen = options.coordinator.listen;
+    options.coordinator.metrics_listen =
+        absl::StrCat(listen.substr(0, listen.rfind(':')), ":", options.metrics_port);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<coordinator::CoordinatorServer> server,
                    coordinator::CoordinatorServer::Start(options.coordinator));

@@ -17,6 +17,7 @@ struct ServeOptions {
   coordinator::CoordinatorOptions coordinator;  // pool.workers empty for `serve`
   int tp = 2;                                   // `serve`: local workers to start
   std::string binary;                           // `serve`: this program, to exec the workers
+  int metrics_port = 0;  // coordinator /metrics (0: none); `serve`'s rank r on +1+r
   absl::Duration drain_timeout = absl::Seconds(30);
 };
 

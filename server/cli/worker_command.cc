@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "server/common/metrics_server.h"
+#include "server/worker/worker_metrics.h"
 #include "server/worker/worker_server.h"
 
 namespace tpserve::cli {
@@ -21,8 +23,20 @@ absl::Status RunWorker(const WorkerCommandOptions& options) {
   if (pthread_sigmask(SIG_BLOCK, &signals, nullptr) != 0) {
     return absl::InternalError("worker: cannot block SIGINT/SIGTERM");
   }
+  std::unique_ptr<MetricsServer> metrics_server;
+  std::unique_ptr<worker::WorkerMetrics> metrics;
+  worker::WorkerServiceOptions service;
+  if (options.metrics_port > 0) {
+    const std::string host = options.listen.substr(0, options.listen.rfind(':'));
+    absl::StatusOr<std::unique_ptr<MetricsServer>> started =
+        MetricsServer::Start(absl::StrCat(host, ":", options.metrics_port));
+    if (!started.ok()) return started.status();
+    metrics_server = *std::move(started);
+    metrics = std::make_unique<worker::WorkerMetrics>(metrics_server->registry());
+    service.metrics = metrics.get();
+  }
   absl::StatusOr<std::unique_ptr<worker::WorkerServer>> server =
-      worker::WorkerServer::Start(options.listen);
+      worker::WorkerServer::Start(options.listen, std::move(service));
   if (!server.ok()) return server.status();
   if (!options.port_file.empty()) {
     // Written whole, then renamed: a reader never sees a partial number.

@@ -12,6 +12,7 @@ namespace tpserve::cli {
 struct WorkerCommandOptions {
   std::string listen;     // HOST:PORT (port 0: any free one)
   std::string port_file;  // when set, the bound port is written there once listening
+  int metrics_port = 0;   // Prometheus /metrics on the listen host at this port (0: none)
 };
 
 // Blocks SIGINT/SIGTERM in the calling thread (call before any other thread starts), serves

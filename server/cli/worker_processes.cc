@@ -19,13 +19,14 @@ namespace tpserve::cli {
 
 absl::StatusOr<std::unique_ptr<WorkerProcesses>> WorkerProcesses::Start(const std::string& binary,
                                                                         int count,
+                                                                        int metrics_port_base,
                                                                         absl::Duration timeout) {
   if (count < 1) return absl::InvalidArgumentError(absl::StrCat("--tp must be >= 1, got ", count));
   std::string pattern = (std::filesystem::temp_directory_path() / "tpserve-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) {
     return absl::InternalError(absl::StrCat("mkdtemp ", pattern, ": ", strerror(errno)));
   }
-  std::unique_ptr<WorkerProcesses> w(new WorkerProcesses(binary, pattern));
+  std::unique_ptr<WorkerProcesses> w(new WorkerProcesses(binary, pattern, metrics_port_base));
   for (int rank = 0; rank < count; ++rank) {
     absl::StatusOr<pid_t> pid = w->Spawn(rank, 0);
     if (!pid.ok()) return pid.status();  // the destructor stops the others
@@ -83,6 +84,9 @@ absl::StatusOr<pid_t> WorkerProcesses::Spawn(int rank, int port) const {
   // Everything the child needs is built before fork: after it only async-signal-safe calls.
   std::vector<std::string> args = {binary_, "worker", absl::StrCat("--listen=127.0.0.1:", port),
                                    absl::StrCat("--port_file=", PortFile(rank))};
+  if (metrics_port_base_ > 0) {
+    args.push_back(absl::StrCat("--metrics_port=", metrics_port_base_ + 1 + rank));
+  }
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);
   for (std::string& a : args) argv.push_back(a.data());

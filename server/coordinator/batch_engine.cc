@@ -22,11 +22,19 @@ struct BatchEngine::Request {
   std::shared_ptr<ResponseSink> sink;
   Sequence seq;
   std::unique_ptr<TextStreamer> streamer;
+  absl::Time arrival;                            // Submit
+  bool admitted = false;                         // has been in a step
+  absl::Time last_token = absl::InfinitePast();  // when the previous token was delivered
 };
 
 BatchEngine::BatchEngine(BatchEngineOptions options, WorkerPool* pool,
-                         const model::Tokenizer& tokenizer, std::function<void(bool)> on_ready)
-    : options_(options), pool_(pool), tokenizer_(tokenizer), on_ready_(std::move(on_ready)) {}
+                         const model::Tokenizer& tokenizer, ServingMetrics* metrics,
+                         std::function<void(bool)> on_ready)
+    : options_(options),
+      pool_(pool),
+      tokenizer_(tokenizer),
+      metrics_(metrics),
+      on_ready_(std::move(on_ready)) {}
 
 BatchEngine::~BatchEngine() { Stop(); }
 
@@ -58,6 +66,7 @@ absl::Status BatchEngine::Submit(RequestSpec spec, std::shared_ptr<ResponseSink>
   auto request = std::make_unique<Request>();
   request->spec = std::move(spec);
   request->sink = std::move(sink);
+  request->arrival = absl::Now();
   inbox_.push_back(std::move(request));
   ++in_flight_;
   return absl::OkStatus();
@@ -180,6 +189,7 @@ bool BatchEngine::RecoverWorld() {
               << " requests";
   }
   world_up_ = true;
+  metrics_->SetWorldUp(true);
   Publish();  // the capacity Submit checks against
   SetReady(true);
   return true;
@@ -206,7 +216,9 @@ void BatchEngine::ReapCancelled() {
     if (request->sink->cancelled()) cancelled.push_back(request.get());
   }
   for (Request* request : cancelled) {
-    Finish(request, absl::CancelledError("the client cancelled the request"));
+    Finish(request, request->sink->deadline_passed()
+                        ? absl::DeadlineExceededError("the request's deadline passed")
+                        : absl::CancelledError("the client cancelled the request"));
   }
 }
 
@@ -237,6 +249,7 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
     scheduler_->PreemptAll();
     world_up_ = false;
     down_since_ = absl::Now();
+    metrics_->SetWorldUp(false);
     SetReady(false);
     return false;
   }
@@ -245,6 +258,17 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
     absl::MutexLock lock(&mu_);
     ++stats_.steps;
     stats_.preemptions += static_cast<int64_t>(plan.preempted.size());
+  }
+  const absl::Time now = absl::Now();
+  metrics_->batch_size.Observe(static_cast<double>(plan.entries.size()));
+  metrics_->step_duration.Observe(Seconds(outcome->wall));
+  metrics_->preemptions.Increment(static_cast<double>(plan.preempted.size()));
+  for (const PlannedSequence& e : plan.entries) {
+    Request& request = *requests_.at(e.seq->id);
+    if (request.admitted) continue;
+    request.admitted = true;
+    metrics_->queue_duration.Observe(Seconds(now - request.arrival));
+    metrics_->prompt_tokens.Increment(static_cast<double>(request.seq.prompt.size()));
   }
   if (outcome->result.tokens_size() != samples) {
     LOG(ERROR) << "step " << step.step_id() << ": rank 0 sampled " << outcome->result.tokens_size()
@@ -301,6 +325,14 @@ void BatchEngine::Deliver(Request* request, const engine::SampleResult& sampled)
     absl::MutexLock lock(&mu_);
     ++stats_.generated_tokens;
   }
+  const absl::Time now = absl::Now();
+  metrics_->generated_tokens.Increment();
+  if (request->last_token == absl::InfinitePast()) {
+    metrics_->time_to_first_token.Observe(Seconds(now - request->arrival));
+  } else {
+    metrics_->inter_token_latency.Observe(Seconds(now - request->last_token));
+  }
+  request->last_token = now;
   if (reason == tpserve::v1::FINISH_REASON_UNSPECIFIED) {
     request->sink->Send(std::move(message));
     return;
@@ -315,6 +347,8 @@ void BatchEngine::Deliver(Request* request, const engine::SampleResult& sampled)
 
 void BatchEngine::Finish(Request* request, const absl::Status& status) {
   request->sink->Close(status);
+  metrics_->CountRequest(status);
+  metrics_->request_duration.Observe(Seconds(absl::Now() - request->arrival));
   if (scheduler_ != nullptr) scheduler_->Remove(&request->seq);
   requests_.erase(request->seq.id);  // destroys *request
   absl::MutexLock lock(&mu_);
@@ -329,6 +363,7 @@ void BatchEngine::FailAll(const absl::Status& status) {
   }
   for (std::unique_ptr<Request>& request : incoming) {
     request->sink->Close(status);
+    metrics_->CountRequest(status);
     absl::MutexLock lock(&mu_);
     --in_flight_;
   }
@@ -338,6 +373,14 @@ void BatchEngine::FailAll(const absl::Status& status) {
 }
 
 void BatchEngine::Publish() {
+  if (scheduler_ != nullptr) {
+    metrics_->requests_running.Set(static_cast<double>(scheduler_->running()));
+    metrics_->requests_waiting.Set(static_cast<double>(scheduler_->waiting()));
+  }
+  if (blocks_ != nullptr && blocks_->total_blocks() > 0) {
+    metrics_->kv_cache_usage.Set(1.0 - static_cast<double>(blocks_->free_blocks()) /
+                                           static_cast<double>(blocks_->total_blocks()));
+  }
   absl::MutexLock lock(&mu_);
   stats_.running = scheduler_ != nullptr ? scheduler_->running() : 0;
   stats_.waiting = scheduler_ != nullptr ? scheduler_->waiting() : 0;

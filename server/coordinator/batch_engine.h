@@ -27,6 +27,7 @@
 #include "server/coordinator/request_validator.h"
 #include "server/coordinator/response_sink.h"
 #include "server/coordinator/scheduler.h"
+#include "server/coordinator/serving_metrics.h"
 #include "server/coordinator/worker_pool.h"
 #include "server/model/tokenizer.h"
 
@@ -54,10 +55,10 @@ struct EngineStats {
 
 class BatchEngine {
  public:
-  // `pool` (not yet started: the loop starts it) and `tokenizer` must outlive the engine.
-  // `on_ready` is called from the loop thread whenever readiness changes.
+  // `pool` (not yet started: the loop starts it), `tokenizer` and `metrics` must outlive the
+  // engine. `on_ready` is called whenever readiness changes.
   BatchEngine(BatchEngineOptions options, WorkerPool* pool, const model::Tokenizer& tokenizer,
-              std::function<void(bool ready)> on_ready);
+              ServingMetrics* metrics, std::function<void(bool ready)> on_ready);
   ~BatchEngine();  // Stop()
 
   void Start();
@@ -95,6 +96,7 @@ class BatchEngine {
   const BatchEngineOptions options_;
   WorkerPool* const pool_;
   const model::Tokenizer& tokenizer_;
+  ServingMetrics* const metrics_;
   const std::function<void(bool)> on_ready_;
 
   // Loop thread only.

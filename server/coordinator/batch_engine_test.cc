@@ -95,7 +95,8 @@ class BatchEngineTest : public ::testing::Test {
     pool.kv_budget_bytes = 16 << 20;
     pool.threads = 2;
     pool_ = std::make_unique<WorkerPool>(pool);
-    engine_ = std::make_unique<BatchEngine>(options, pool_.get(), *tokenizer_,
+    metrics_ = std::make_unique<ServingMetrics>(registry_, 1);
+    engine_ = std::make_unique<BatchEngine>(options, pool_.get(), *tokenizer_, metrics_.get(),
                                             [this](bool ready) { ready_changes_.fetch_add(1); });
     engine_->Start();
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
@@ -122,6 +123,8 @@ class BatchEngineTest : public ::testing::Test {
   std::unique_ptr<model::Tokenizer> tokenizer_;
   std::unique_ptr<worker::WorkerServer> worker_;
   std::unique_ptr<WorkerPool> pool_;
+  prometheus::Registry registry_;
+  std::unique_ptr<ServingMetrics> metrics_;
   std::unique_ptr<BatchEngine> engine_;
   std::atomic<int> ready_changes_{0};
 };

@@ -66,9 +66,17 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
 
   options.pool.model_path = options.model_path;
   const int world = static_cast<int>(options.pool.workers.size());
+  if (!options.metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(s->metrics_server_, MetricsServer::Start(options.metrics_listen));
+    s->registry_ = s->metrics_server_->shared_registry();
+  } else {
+    s->registry_ = std::make_shared<prometheus::Registry>();
+  }
+  s->metrics_ = std::make_unique<ServingMetrics>(*s->registry_, world);
   s->pool_ = std::make_unique<WorkerPool>(options.pool);
   CoordinatorServer* self = s.get();
   s->engine_ = std::make_unique<BatchEngine>(options.engine, s->pool_.get(), *s->tokenizer_,
+                                             s->metrics_.get(),
                                              [self](bool ready) { self->SetServing(ready); });
 
   tpserve::v1::ModelInfo info;
@@ -88,8 +96,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   info.set_kv_block_size(options.pool.kv_block_size);
   info.set_eos_token_id(s->tokenizer_->eos_id());
   info.set_bos_token_id(s->tokenizer_->bos_id());
-  s->service_ = std::make_unique<GenerationService>(*s->tokenizer_, *s->validator_,
-                                                    s->engine_.get(), std::move(info));
+  s->service_ = std::make_unique<GenerationService>(
+      *s->tokenizer_, *s->validator_, s->engine_.get(), s->metrics_.get(), std::move(info));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -14,9 +14,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "prometheus/registry.h"
+#include "server/common/metrics_server.h"
 #include "server/coordinator/batch_engine.h"
 #include "server/coordinator/generation_service.h"
 #include "server/coordinator/request_validator.h"
+#include "server/coordinator/serving_metrics.h"
 #include "server/coordinator/worker_pool.h"
 #include "server/model/chat_prompt.h"
 #include "server/model/tokenizer.h"
@@ -27,6 +30,7 @@ struct CoordinatorOptions {
   std::string model_path;
   std::string listen = "127.0.0.1:50051";  // HOST:PORT; port 0 picks a free one
   bool reflection = true;
+  std::string metrics_listen;  // HOST:PORT of the Prometheus endpoint; empty: none
   ServingLimits limits;
   BatchEngineOptions engine;
   WorkerPoolOptions pool;  // workers, KV budget, threads, timeouts (model_path is filled in)
@@ -54,6 +58,9 @@ class CoordinatorServer {
   std::unique_ptr<model::Tokenizer> tokenizer_;
   std::unique_ptr<model::ChatPrompt> chat_;
   std::unique_ptr<RequestValidator> validator_;
+  std::unique_ptr<MetricsServer> metrics_server_;
+  std::shared_ptr<prometheus::Registry> registry_;  // metrics_server_'s, or a private one
+  std::unique_ptr<ServingMetrics> metrics_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<BatchEngine> engine_;
   std::unique_ptr<GenerationService> service_;

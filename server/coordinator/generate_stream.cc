@@ -7,7 +7,9 @@
 
 namespace tpserve::coordinator {
 
-GenerateStream::GenerateStream() : sink_(std::make_shared<Sink>()) {
+GenerateStream::GenerateStream(std::chrono::system_clock::time_point deadline)
+    : sink_(std::make_shared<Sink>()) {
+  sink_->deadline_ = deadline;
   absl::MutexLock lock(&sink_->mu_);
   sink_->stream_ = this;
 }

@@ -7,6 +7,7 @@
 #define TPSERVE_SERVER_COORDINATOR_GENERATE_STREAM_H_
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -25,6 +26,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     void Send(tpserve::v1::GenerateResponse message) override ABSL_LOCKS_EXCLUDED(mu_);
     void Close(const absl::Status& status) override ABSL_LOCKS_EXCLUDED(mu_);
     bool cancelled() const override { return cancelled_.load(std::memory_order_relaxed); }
+    bool deadline_passed() const override { return std::chrono::system_clock::now() >= deadline_; }
 
    private:
     friend class GenerateStream;
@@ -40,9 +42,10 @@ class GenerateStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
     std::optional<grpc::Status> close_ ABSL_GUARDED_BY(mu_);
     std::atomic<bool> cancelled_{false};
+    std::chrono::system_clock::time_point deadline_;  // the client's (max when none)
   };
 
-  GenerateStream();
+  explicit GenerateStream(std::chrono::system_clock::time_point deadline);
   std::shared_ptr<Sink> sink() const { return sink_; }
   // Ends the call at once (a request refused before it reached the engine).
   void Refuse(const grpc::Status& status);

@@ -52,10 +52,11 @@ uint64_t Mix(uint64_t x) {
 
 GenerationService::GenerationService(const model::Tokenizer& tokenizer,
                                      const RequestValidator& validator, BatchEngine* engine,
-                                     tpserve::v1::ModelInfo model_info)
+                                     ServingMetrics* metrics, tpserve::v1::ModelInfo model_info)
     : tokenizer_(tokenizer),
       validator_(validator),
       engine_(engine),
+      metrics_(metrics),
       model_info_(std::move(model_info)),
       seed_state_(absl::Uniform<uint64_t>(absl::BitGen())) {}
 
@@ -67,7 +68,7 @@ uint64_t GenerationService::NextSeed() {
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  auto* stream = new GenerateStream();
+  auto* stream = new GenerateStream(context->deadline());
   absl::Status status;
   absl::StatusOr<tpserve::v1::GenerateRequest> parsed =
       ParseChecked<tpserve::v1::GenerateRequest>(*request);
@@ -86,7 +87,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
       VLOG(1) << "Generate " << id << ": " << status;
     }
   }
-  if (!status.ok()) stream->Refuse(ToGrpcStatus(status));
+  if (!status.ok()) {
+    metrics_->CountRequest(status);
+    stream->Refuse(ToGrpcStatus(status));
+  }
   return stream;
 }
 

@@ -13,6 +13,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/coordinator/batch_engine.h"
 #include "server/coordinator/request_validator.h"
+#include "server/coordinator/serving_metrics.h"
 #include "server/model/tokenizer.h"
 #include "tpserve/v1/generate.grpc.pb.h"
 
@@ -29,7 +30,8 @@ class GenerationService final : public GenerationBase {
   // `model_info` holds the static fields (name, architecture, limits, world); the dynamic
   // ones come from `engine`. Every argument must outlive the service.
   GenerationService(const model::Tokenizer& tokenizer, const RequestValidator& validator,
-                    BatchEngine* engine, tpserve::v1::ModelInfo model_info);
+                    BatchEngine* engine, ServingMetrics* metrics,
+                    tpserve::v1::ModelInfo model_info);
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
@@ -50,6 +52,7 @@ class GenerationService final : public GenerationBase {
   const model::Tokenizer& tokenizer_;
   const RequestValidator& validator_;
   BatchEngine* const engine_;
+  ServingMetrics* const metrics_;
   const tpserve::v1::ModelInfo model_info_;
   std::atomic<uint64_t> next_request_number_{1};
   absl::Mutex seed_mu_;

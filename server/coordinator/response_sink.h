@@ -19,6 +19,8 @@ class ResponseSink {
   // error that ended it.
   virtual void Close(const absl::Status& status) = 0;
   virtual bool cancelled() const = 0;
+  // When cancelled: whether it was because the client's deadline passed.
+  virtual bool deadline_passed() const { return false; }
 };
 
 }  // namespace tpserve::coordinator

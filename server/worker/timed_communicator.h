@@ -1,5 +1,6 @@
 // TimedCommunicator: a Communicator decorator that adds the wall time of every collective
-// to a counter, for the comm_ns of a StepResult. Owns the wrapped communicator. Same
+// to a counter, for the comm_ns of a StepResult, and records each all-reduce's duration and
+// bytes in the worker's metrics when given them. Owns the wrapped communicator. Same
 // threading as the wrapped one; comm_ns() and Abort() may be called from any thread.
 #ifndef TPSERVE_SERVER_WORKER_TIMED_COMMUNICATOR_H_
 #define TPSERVE_SERVER_WORKER_TIMED_COMMUNICATOR_H_
@@ -12,19 +13,27 @@
 
 #include "absl/time/clock.h"
 #include "server/comm/communicator.h"
+#include "server/worker/worker_metrics.h"
 
 namespace tpserve::worker {
 
 class TimedCommunicator final : public comm::Communicator {
  public:
-  explicit TimedCommunicator(std::unique_ptr<comm::Communicator> inner)
-      : inner_(std::move(inner)) {}
+  // `metrics` may be null; it must outlive the communicator.
+  TimedCommunicator(std::unique_ptr<comm::Communicator> inner, WorkerMetrics::Rank* metrics)
+      : inner_(std::move(inner)), metrics_(metrics) {}
 
   int rank() const override { return inner_->rank(); }
   int world_size() const override { return inner_->world_size(); }
   std::string_view backend_name() const override { return inner_->backend_name(); }
   absl::Status AllReduceSum(float* data, int64_t count) override {
-    return Timed([&] { return inner_->AllReduceSum(data, count); });
+    const absl::Time start = absl::Now();
+    absl::Status status = Timed([&] { return inner_->AllReduceSum(data, count); });
+    if (metrics_ != nullptr) {
+      metrics_->allreduce_duration.Observe(absl::ToDoubleSeconds(absl::Now() - start));
+      metrics_->allreduce_bytes.Increment(static_cast<double>(count) * sizeof(float));
+    }
+    return status;
   }
   absl::Status AllGather(const float* in, int64_t count, float* out) override {
     return Timed([&] { return inner_->AllGather(in, count, out); });
@@ -50,6 +59,7 @@ class TimedCommunicator final : public comm::Communicator {
   }
 
   std::unique_ptr<comm::Communicator> inner_;
+  WorkerMetrics::Rank* const metrics_;
   std::atomic<int64_t> comm_ns_{0};
 };
 

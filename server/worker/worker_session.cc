@@ -158,7 +158,9 @@ absl::Status WorkerSession::BuildWorld(const Init& init) {
     return absl::Status(inner.status().code(),
                         absl::StrCat("communicator: ", inner.status().message()));
   }
-  comm_ = std::make_unique<TimedCommunicator>(*std::move(inner));
+  if (options_.metrics != nullptr) metrics_.emplace(options_.metrics->ForRank(rank_));
+  comm_ = std::make_unique<TimedCommunicator>(*std::move(inner),
+                                              metrics_.has_value() ? &*metrics_ : nullptr);
   {
     absl::MutexLock lock(&mu_);
     comm_for_abort_ = comm_.get();
@@ -173,6 +175,10 @@ absl::Status WorkerSession::BuildWorld(const Init& init) {
   if (init.kv_block_size() > 0) options.kv_block_size = init.kv_block_size();
   ASSIGN_OR_RETURN(model_,
                    engine::LlamaModel::Load(*weights_, plan, backend_.get(), comm_.get(), options));
+  if (metrics_.has_value()) {
+    metrics_->weight_bytes.Set(static_cast<double>(model_->weight_bytes()));
+    metrics_->kv_cache_bytes.Set(static_cast<double>(model_->kv_bytes()));
+  }
   return absl::OkStatus();
 }
 
@@ -271,6 +277,7 @@ StepResult WorkerSession::RunStep(const Step& step) {
   const int64_t wall_ns = absl::ToInt64Nanoseconds(absl::Now() - start);
   result.set_comm_ns(static_cast<uint64_t>(comm_ns));
   result.set_compute_ns(static_cast<uint64_t>(std::max<int64_t>(0, wall_ns - comm_ns)));
+  if (metrics_.has_value()) metrics_->step_duration.Observe(static_cast<double>(wall_ns) * 1e-9);
   return result;
 }
 

@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -25,6 +26,7 @@
 #include "server/worker/comm_factory.h"
 #include "server/worker/stream_store.h"
 #include "server/worker/timed_communicator.h"
+#include "server/worker/worker_metrics.h"
 #include "tpserve/v1/worker.grpc.pb.h"
 
 namespace tpserve::worker {
@@ -36,6 +38,8 @@ struct WorkerServiceOptions {
   // After a fatal error message, how long the coordinator has to close the stream before
   // the worker cancels it.
   absl::Duration close_grace = absl::Seconds(5);
+  // Where the worker's Prometheus metrics go; null: not recorded.
+  WorkerMetrics* metrics = nullptr;
 };
 
 using SessionStream =
@@ -85,6 +89,7 @@ class WorkerSession {
   int rank_ = 0;
   std::unique_ptr<model::WeightSource> weights_;
   std::unique_ptr<engine::CpuBackend> backend_;
+  std::optional<WorkerMetrics::Rank> metrics_;  // this rank's, when options_.metrics is set
   std::unique_ptr<TimedCommunicator> comm_;
   std::unique_ptr<engine::LlamaModel> model_;
   engine::Sampler sampler_;

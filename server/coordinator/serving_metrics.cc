@@ -1,0 +1,79 @@
+#include "server/coordinator/serving_metrics.h"
+
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/metrics_server.h"
+
+namespace tpserve::coordinator {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+prometheus::Histogram& Latency(prometheus::Registry& r, const char* name, const char* help) {
+  return BuildHistogram().Name(name).Help(help).Register(r).Add({}, LatencyBuckets());
+}
+
+prometheus::Counter& Counter(prometheus::Registry& r, const char* name, const char* help) {
+  return BuildCounter().Name(name).Help(help).Register(r).Add({});
+}
+
+prometheus::Gauge& Gauge(prometheus::Registry& r, const char* name, const char* help) {
+  return BuildGauge().Name(name).Help(help).Register(r).Add({});
+}
+
+}  // namespace
+
+ServingMetrics::ServingMetrics(prometheus::Registry& r, int world_size)
+    : time_to_first_token(Latency(r, "tpserve_time_to_first_token_seconds",
+                                  "From the request's arrival to its first streamed token")),
+      inter_token_latency(Latency(r, "tpserve_inter_token_latency_seconds",
+                                  "Between consecutive streamed tokens of one request")),
+      request_duration(Latency(r, "tpserve_request_duration_seconds",
+                               "From arrival to the end of a request that reached the engine")),
+      queue_duration(Latency(r, "tpserve_queue_duration_seconds",
+                             "From arrival to admission into the running batch")),
+      prompt_tokens(Counter(r, "tpserve_prompt_tokens_total", "Prompt tokens admitted")),
+      generated_tokens(Counter(r, "tpserve_generated_tokens_total", "Tokens streamed to clients")),
+      requests_running(Gauge(r, "tpserve_requests_running", "Requests in the running batch")),
+      requests_waiting(Gauge(r, "tpserve_requests_waiting", "Requests waiting for admission")),
+      kv_cache_usage(Gauge(r, "tpserve_kv_cache_usage_ratio", "Fraction of KV blocks in use")),
+      batch_size(
+          BuildHistogram()
+              .Name("tpserve_batch_size")
+              .Help("Sequences per worker step")
+              .Register(r)
+              .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256})),
+      step_duration(Latency(r, "tpserve_step_duration_seconds",
+                            "One step on the worker world, fan-out to the last result")),
+      preemptions(Counter(r, "tpserve_preemptions_total",
+                          "Sequences preempted (KV blocks freed, recomputed later)")),
+      requests_(BuildCounter()
+                    .Name("tpserve_requests_total")
+                    .Help("Generate calls by final status (ok, or the gRPC code)")
+                    .Register(r)) {
+  prometheus::Family<prometheus::Gauge>& up =
+      BuildGauge().Name("tpserve_worker_up").Help("1 while the worker's world is up").Register(r);
+  for (int rank = 0; rank < world_size; ++rank) {
+    worker_up_.push_back(&up.Add({{"rank", std::to_string(rank)}}));
+  }
+  for (const char* status : {"ok", "cancelled", "invalid_argument", "resource_exhausted",
+                             "unavailable", "deadline_exceeded", "internal"}) {
+    requests_.Add({{"status", status}});  // present from the start, at 0
+  }
+}
+
+void ServingMetrics::CountRequest(const absl::Status& status) {
+  std::string name = absl::AsciiStrToLower(absl::StatusCodeToString(status.code()));
+  if (status.code() == absl::StatusCode::kUnknown) name = "internal";
+  requests_.Add({{"status", name}}).Increment();
+}
+
+void ServingMetrics::SetWorldUp(bool up) {
+  for (prometheus::Gauge* g : worker_up_) g->Set(up ? 1 : 0);
+}
+
+}  // namespace tpserve::coordinator

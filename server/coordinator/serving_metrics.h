@@ -1,0 +1,50 @@
+// ServingMetrics: the coordinator's Prometheus metrics (names as in DESIGN.md's Observability
+// section), registered in one registry. Labels are bounded: a request's status code, a
+// worker's rank — never a request id. prometheus-cpp metrics are thread-safe; so is this.
+#ifndef TPSERVE_SERVER_COORDINATOR_SERVING_METRICS_H_
+#define TPSERVE_SERVER_COORDINATOR_SERVING_METRICS_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace tpserve::coordinator {
+
+class ServingMetrics {
+ public:
+  ServingMetrics(prometheus::Registry& registry, int world_size);
+
+  // One per Generate call, at its end (refusals included); status "ok" when it finished.
+  void CountRequest(const absl::Status& status);
+  void SetWorldUp(bool up);
+
+  prometheus::Histogram& time_to_first_token;
+  prometheus::Histogram& inter_token_latency;
+  prometheus::Histogram& request_duration;
+  prometheus::Histogram& queue_duration;
+  prometheus::Counter& prompt_tokens;
+  prometheus::Counter& generated_tokens;
+  prometheus::Gauge& requests_running;
+  prometheus::Gauge& requests_waiting;
+  prometheus::Gauge& kv_cache_usage;
+  prometheus::Histogram& batch_size;
+  prometheus::Histogram& step_duration;
+  prometheus::Counter& preemptions;
+
+ private:
+  prometheus::Family<prometheus::Counter>& requests_;
+  std::vector<prometheus::Gauge*> worker_up_;  // [world_size]
+};
+
+// Seconds as a double, for Observe().
+inline double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+}  // namespace tpserve::coordinator
+
+#endif  // TPSERVE_SERVER_COORDINATOR_SERVING_METRICS_H_
