@@ -10,7 +10,7 @@ apt_packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libgloo-dev nlohmann-json3-dev libgoogle-glog-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev libpcre2-dev
-  python3 python3-venv iproute2
+  python3 python3-venv iproute2 prometheus
 )
 missing=()
 for p in "${apt_packages[@]}"; do

@@ -145,6 +145,11 @@ TEST_F(BatchEngineTest, StreamsOneMessagePerTokenThenFinishes) {
   EXPECT_EQ(last.request_id(), "r1");
   EXPECT_EQ(sink->text(), *tokenizer_->Decode(sink->ids(), true));
   EXPECT_EQ(engine_->stats().kv_blocks_free, engine_->stats().kv_blocks_total);
+  EXPECT_EQ(metrics_->generated_tokens.Value(), 5);
+  EXPECT_EQ(metrics_->prompt_tokens.Value(), static_cast<double>(spec.prompt.size()));
+  EXPECT_EQ(metrics_->time_to_first_token.Collect().histogram.sample_count, 1u);
+  EXPECT_EQ(metrics_->inter_token_latency.Collect().histogram.sample_count, 4u);
+  EXPECT_EQ(metrics_->request_duration.Collect().histogram.sample_count, 1u);
 }
 
 TEST_F(BatchEngineTest, StopStringEndsTheStreamBeforeIt) {
