@@ -1,0 +1,323 @@
+// tpserve-cli: the command-line client of a tpserve server.
+//   generate PROMPT   stream the answer (--json: one JSON object per streamed message)
+//   chat              interactive; keeps the conversation; Ctrl-C cancels the current answer
+//   tokenize TEXT     token ids and pieces
+//   info              the served model, world and limits
+//   health            grpc.health.v1: exits 0 when SERVING
+// Exit status: 0 on success; otherwise the gRPC status code (1..16) with "CODE: message" on
+// stderr, and 64 for a usage error.
+#include <signal.h>
+
+#include <atomic>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "clients/cpp/generation_client.h"
+#include "nlohmann/json.hpp"
+
+ABSL_FLAG(std::string, server, "127.0.0.1:50051", "tpserve server, HOST:PORT");
+ABSL_FLAG(double, timeout_s, 0, "deadline of each call in seconds (0: none)");
+ABSL_FLAG(bool, json, false, "generate: print one JSON object per streamed message");
+ABSL_FLAG(bool, chat_template, false, "generate: send PROMPT as a user chat message");
+ABSL_FLAG(std::string, system, "", "chat/generate --chat_template: a system message first");
+ABSL_FLAG(uint32_t, max_tokens, 256, "largest number of tokens to generate");
+ABSL_FLAG(float, temperature, 1.0f, "sampling temperature (0: greedy)");
+ABSL_FLAG(int32_t, top_k, 0, "keep the k most likely tokens (0: off)");
+ABSL_FLAG(float, top_p, 1.0f, "nucleus sampling mass in (0, 1]");
+ABSL_FLAG(float, min_p, 0.0f, "drop tokens below min_p times the top one");
+ABSL_FLAG(float, repetition_penalty, 1.0f, "repetition penalty (1: off)");
+ABSL_FLAG(float, frequency_penalty, 0.0f, "frequency penalty in [-2, 2]");
+ABSL_FLAG(float, presence_penalty, 0.0f, "presence penalty in [-2, 2]");
+ABSL_FLAG(uint64_t, seed, 0, "random seed (unset: the server draws one)");
+ABSL_FLAG(std::vector<std::string>, stop, {}, "stop strings, comma-separated");
+ABSL_FLAG(std::vector<std::string>, stop_token_ids, {}, "stop token ids, comma-separated");
+ABSL_FLAG(bool, ignore_eos, false, "keep generating past the end-of-sequence token");
+ABSL_FLAG(uint32_t, logprobs, 0, "report this many top alternatives per token");
+ABSL_FLAG(std::string, request_id, "", "the request's id");
+ABSL_FLAG(bool, add_special_tokens, false, "tokenize: add BOS when the model asks for it");
+
+namespace {
+
+using tpserve::client::Describe;
+using tpserve::client::GenerationClient;
+using tpserve::v1::GenerateRequest;
+using tpserve::v1::GenerateResponse;
+using json = nlohmann::json;
+
+constexpr int kUsageError = 64;
+constexpr char kUsage[] =
+    "tpserve-cli [--server HOST:PORT] <command>\n"
+    "  generate PROMPT [--chat_template] [--json] [sampling flags]\n"
+    "  chat [--system TEXT] [sampling flags]   (Ctrl-C cancels the current answer)\n"
+    "  tokenize TEXT [--add_special_tokens]\n"
+    "  info\n"
+    "  health\n";
+
+// Names of the flags on the command line (absl keeps that private in this version).
+absl::flat_hash_set<std::string>& GivenFlags() {
+  static auto* given = new absl::flat_hash_set<std::string>();
+  return *given;
+}
+
+void RecordGivenFlags(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 3 || arg.substr(0, 2) != "--") continue;
+    GivenFlags().insert(std::string(arg.substr(2, arg.find('=') - 2)));
+  }
+}
+
+bool Given(const char* name) { return GivenFlags().contains(name); }
+
+// The sampling fields of GenerateRequest from the flags; optional ones only when given.
+absl::Status FillSampling(GenerateRequest* r) {
+  r->set_max_tokens(absl::GetFlag(FLAGS_max_tokens));
+  if (Given("temperature")) r->set_temperature(absl::GetFlag(FLAGS_temperature));
+  if (Given("top_k")) r->set_top_k(absl::GetFlag(FLAGS_top_k));
+  if (Given("top_p")) r->set_top_p(absl::GetFlag(FLAGS_top_p));
+  if (Given("min_p")) r->set_min_p(absl::GetFlag(FLAGS_min_p));
+  if (Given("repetition_penalty")) {
+    r->set_repetition_penalty(absl::GetFlag(FLAGS_repetition_penalty));
+  }
+  if (Given("frequency_penalty")) r->set_frequency_penalty(absl::GetFlag(FLAGS_frequency_penalty));
+  if (Given("presence_penalty")) r->set_presence_penalty(absl::GetFlag(FLAGS_presence_penalty));
+  if (Given("seed")) r->set_seed(absl::GetFlag(FLAGS_seed));
+  for (const std::string& s : absl::GetFlag(FLAGS_stop)) r->add_stop(s);
+  for (const std::string& s : absl::GetFlag(FLAGS_stop_token_ids)) {
+    int32_t id = 0;
+    if (!absl::SimpleAtoi(s, &id)) {
+      return absl::InvalidArgumentError("--stop_token_ids: '" + s + "' is not an integer");
+    }
+    r->add_stop_token_ids(id);
+  }
+  r->set_ignore_eos(absl::GetFlag(FLAGS_ignore_eos));
+  r->set_logprobs(absl::GetFlag(FLAGS_logprobs));
+  r->set_request_id(absl::GetFlag(FLAGS_request_id));
+  return absl::OkStatus();
+}
+
+const char* FinishName(tpserve::v1::FinishReason reason) {
+  switch (reason) {
+    case tpserve::v1::FINISH_REASON_LENGTH:
+      return "length";
+    case tpserve::v1::FINISH_REASON_STOP:
+      return "stop";
+    case tpserve::v1::FINISH_REASON_EOS:
+      return "eos";
+    case tpserve::v1::FINISH_REASON_CANCELLED:
+      return "cancelled";
+    default:
+      return "";
+  }
+}
+
+json ToJson(const GenerateResponse& m) {
+  json j = {{"text", m.text()},
+            {"token_ids", std::vector<int32_t>(m.token_ids().begin(), m.token_ids().end())}};
+  if (m.logprobs_size() > 0) {
+    json lps = json::array();
+    for (const auto& lp : m.logprobs()) {
+      json top = json::array();
+      for (const auto& t : lp.top()) {
+        top.push_back({{"id", t.token_id()}, {"text", t.text()}, {"logprob", t.logprob()}});
+      }
+      lps.push_back({{"id", lp.chosen().token_id()},
+                     {"text", lp.chosen().text()},
+                     {"logprob", lp.chosen().logprob()},
+                     {"top", top}});
+    }
+    j["logprobs"] = lps;
+  }
+  if (m.finish_reason() != tpserve::v1::FINISH_REASON_UNSPECIFIED) {
+    j["finish_reason"] = FinishName(m.finish_reason());
+    j["usage"] = {{"prompt_tokens", m.usage().prompt_tokens()},
+                  {"completion_tokens", m.usage().completion_tokens()}};
+  }
+  if (!m.request_id().empty()) j["request_id"] = m.request_id();
+  return j;
+}
+
+int Fail(const grpc::Status& status) {
+  std::cerr << "tpserve-cli: " << Describe(status) << "\n";
+  return static_cast<int>(status.error_code());
+}
+
+int UsageError(const std::string& message) {
+  std::cerr << "tpserve-cli: " << message << "\n" << kUsage;
+  return kUsageError;
+}
+
+int RunGenerate(GenerationClient& client, const std::string& prompt) {
+  GenerateRequest request;
+  if (absl::Status s = FillSampling(&request); !s.ok()) return UsageError(std::string(s.message()));
+  if (absl::GetFlag(FLAGS_chat_template)) {
+    if (!absl::GetFlag(FLAGS_system).empty()) {
+      auto* m = request.add_messages();
+      m->set_role("system");
+      m->set_content(absl::GetFlag(FLAGS_system));
+    }
+    auto* m = request.add_messages();
+    m->set_role("user");
+    m->set_content(prompt);
+  } else {
+    request.set_prompt(prompt);
+  }
+  const bool as_json = absl::GetFlag(FLAGS_json);
+  const grpc::Status status = client.Generate(request, [&](const GenerateResponse& m) {
+    if (as_json) {
+      std::cout << ToJson(m).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+    } else {
+      std::cout << m.text();
+    }
+    std::cout.flush();
+  });
+  if (!status.ok()) return Fail(status);
+  if (!as_json) std::cout << "\n";
+  return 0;
+}
+
+std::atomic<bool> interrupted{false};
+void OnSigint(int) { interrupted.store(true); }
+
+int RunChat(GenerationClient& client) {
+  struct sigaction action = {};
+  action.sa_handler = OnSigint;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  GenerateRequest base;
+  if (absl::Status s = FillSampling(&base); !s.ok()) return UsageError(std::string(s.message()));
+  std::vector<std::pair<std::string, std::string>> conversation;
+  if (!absl::GetFlag(FLAGS_system).empty()) {
+    conversation.emplace_back("system", absl::GetFlag(FLAGS_system));
+  }
+  std::string line;
+  while (true) {
+    std::cout << "> " << std::flush;
+    interrupted.store(false);
+    if (!std::getline(std::cin, line)) break;  // EOF (or Ctrl-C at the prompt) ends the chat
+    if (line.empty()) continue;
+    conversation.emplace_back("user", line);
+    GenerateRequest request = base;
+    for (const auto& [role, content] : conversation) {
+      auto* m = request.add_messages();
+      m->set_role(role);
+      m->set_content(content);
+    }
+    std::string answer;
+    // Ctrl-C while streaming: cancel this answer, keep the session.
+    std::atomic<bool> streaming{true};
+    std::thread watcher([&] {
+      while (streaming.load()) {
+        if (interrupted.exchange(false)) client.Cancel();
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+    });
+    const grpc::Status status = client.Generate(request, [&](const GenerateResponse& m) {
+      answer += m.text();
+      std::cout << m.text() << std::flush;
+    });
+    streaming.store(false);
+    watcher.join();
+    std::cout << "\n";
+    if (status.error_code() == grpc::StatusCode::CANCELLED) {
+      std::cout << "[cancelled]\n";
+      conversation.pop_back();  // the unanswered question leaves the conversation
+      continue;
+    }
+    if (!status.ok()) {
+      std::cerr << "tpserve-cli: " << Describe(status) << "\n";
+      conversation.pop_back();
+      continue;
+    }
+    conversation.emplace_back("assistant", answer);
+  }
+  return 0;
+}
+
+int RunTokenize(GenerationClient& client, const std::string& text) {
+  tpserve::v1::TokenizeRequest request;
+  request.set_text(text);
+  request.set_add_special_tokens(absl::GetFlag(FLAGS_add_special_tokens));
+  tpserve::v1::TokenizeResponse response;
+  const grpc::Status status = client.Tokenize(request, &response);
+  if (!status.ok()) return Fail(status);
+  json j = {
+      {"token_ids", std::vector<int32_t>(response.token_ids().begin(), response.token_ids().end())},
+      {"pieces", std::vector<std::string>(response.pieces().begin(), response.pieces().end())}};
+  std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+  return 0;
+}
+
+int RunInfo(GenerationClient& client) {
+  tpserve::v1::ModelInfo info;
+  const grpc::Status status = client.GetModelInfo(&info);
+  if (!status.ok()) return Fail(status);
+  const auto* d = tpserve::v1::ModelInfo::descriptor();
+  const auto* r = tpserve::v1::ModelInfo::GetReflection();
+  json j;
+  for (int i = 0; i < d->field_count(); ++i) {
+    const auto* f = d->field(i);
+    switch (f->cpp_type()) {
+      case google::protobuf::FieldDescriptor::CPPTYPE_STRING:
+        j[f->name()] = r->GetString(info, f);
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_UINT32:
+        j[f->name()] = r->GetUInt32(info, f);
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_INT32:
+        j[f->name()] = r->GetInt32(info, f);
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_BOOL:
+        j[f->name()] = r->GetBool(info, f);
+        break;
+      default:
+        break;
+    }
+  }
+  std::cout << j.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  RecordGivenFlags(argc, argv);
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() < 2) return UsageError("no command");
+  const std::string command = args[1];
+  const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  GenerationClient client(absl::GetFlag(FLAGS_server), absl::Seconds(timeout_s));
+  const std::string rest =
+      args.size() > 2 ? absl::StrJoin(std::vector<std::string>(args.begin() + 2, args.end()), " ")
+                      : std::string();
+  if (command == "generate") {
+    if (rest.empty()) return UsageError("generate: no prompt");
+    return RunGenerate(client, rest);
+  }
+  if (command == "chat") return RunChat(client);
+  if (command == "tokenize") {
+    if (rest.empty()) return UsageError("tokenize: no text");
+    return RunTokenize(client, rest);
+  }
+  if (command == "info") return RunInfo(client);
+  if (command == "health") {
+    const grpc::Status status = client.Health();
+    if (!status.ok()) return Fail(status);
+    std::cout << "SERVING\n";
+    return 0;
+  }
+  return UsageError("unknown command '" + command + "'");
+}
