@@ -11,6 +11,7 @@ apt_packages=(
   libabsl-dev prometheus-cpp-dev libgloo-dev nlohmann-json3-dev libgoogle-glog-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev libpcre2-dev
   python3 python3-venv iproute2 prometheus
+  docker-compose
 )
 missing=()
 for p in "${apt_packages[@]}"; do
