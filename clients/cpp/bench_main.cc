@@ -1,0 +1,165 @@
+// tpserve-bench: a load generator for a tpserve server. Sends --requests requests either at a
+// fixed --concurrency (each slot starts the next request when its previous one ends) or at a
+// Poisson --rate (requests/s, exponential gaps, no limit on requests in flight), after
+// --warmup requests that are not measured. Prompts are synthetic token ids of --prompt_len
+// tokens or lines of --prompts_file; outputs ask for --output_len tokens (ignore_eos by
+// default, so the length is what was asked). Prints and writes (--json_out) the summary:
+// requests/s, output tokens/s, TTFT, inter-token and end-to-end latency p50/p90/p99, errors by
+// code. Exit status: 0 when at least one request succeeded.
+#include <atomic>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/time/clock.h"
+#include "clients/cpp/bench_report.h"
+#include "clients/cpp/generation_client.h"
+#include "clients/cpp/load_spec.h"
+
+ABSL_FLAG(std::string, server, "127.0.0.1:50051", "tpserve server, HOST:PORT");
+ABSL_FLAG(int64_t, requests, 64, "measured requests");
+ABSL_FLAG(int64_t, concurrency, 8, "requests in flight (when --rate is 0)");
+ABSL_FLAG(double, rate, 0, "Poisson arrival rate in requests/s (0: fixed concurrency)");
+ABSL_FLAG(std::string, prompt_len, "uniform:16:64", "prompt tokens: fixed:N or uniform:A:B");
+ABSL_FLAG(std::string, output_len, "fixed:32", "output tokens: fixed:N or uniform:A:B");
+ABSL_FLAG(std::string, prompts_file, "", "prompts, one per line, instead of synthetic ids");
+ABSL_FLAG(int64_t, warmup, 2, "unmeasured requests first");
+ABSL_FLAG(uint64_t, seed, 1, "seed of the lengths and synthetic prompts");
+ABSL_FLAG(float, temperature, 0.0f, "sampling temperature of every request");
+ABSL_FLAG(bool, ignore_eos, true, "generate exactly the drawn output length");
+ABSL_FLAG(double, timeout_s, 600, "deadline of each request");
+ABSL_FLAG(std::string, json_out, "", "write the summary JSON here too");
+ABSL_FLAG(std::string, label, "", "free text stored in the summary (e.g. the server setup)");
+
+namespace {
+
+using tpserve::client::GenerationClient;
+using tpserve::client::RequestRecord;
+
+// Runs one request; times are seconds since `t0`.
+RequestRecord RunOne(const std::string& server, const tpserve::v1::GenerateRequest& request,
+                     absl::Time t0, double timeout_s) {
+  GenerationClient client(server, absl::Seconds(timeout_s));
+  RequestRecord r;
+  r.start_s = absl::ToDoubleSeconds(absl::Now() - t0);
+  const grpc::Status status = client.Generate(request, [&](const tpserve::v1::GenerateResponse& m) {
+    if (m.token_ids_size() > 0) {
+      r.message_s.push_back(absl::ToDoubleSeconds(absl::Now() - t0));
+      r.output_tokens += m.token_ids_size();
+    }
+    if (m.has_usage()) r.prompt_tokens = m.usage().prompt_tokens();
+  });
+  r.end_s = absl::ToDoubleSeconds(absl::Now() - t0);
+  if (!status.ok()) {
+    const std::string described = tpserve::client::Describe(status);
+    r.error = described.substr(0, described.find(':'));
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "tpserve-bench --server HOST:PORT [--requests N] "
+      "[--concurrency C | --rate R] [--prompt_len D] [--output_len D]");
+  absl::ParseCommandLine(argc, argv);
+  const std::string server = absl::GetFlag(FLAGS_server);
+  auto prompt_len = tpserve::client::LengthDistribution::Parse(absl::GetFlag(FLAGS_prompt_len));
+  auto output_len = tpserve::client::LengthDistribution::Parse(absl::GetFlag(FLAGS_output_len));
+  if (!prompt_len.ok() || !output_len.ok()) {
+    std::cerr << "tpserve-bench: --prompt_len/--output_len: "
+              << (prompt_len.ok() ? output_len.status() : prompt_len.status()) << "\n";
+    return 64;
+  }
+  const int64_t requests = absl::GetFlag(FLAGS_requests);
+  const int64_t concurrency = absl::GetFlag(FLAGS_concurrency);
+  const double rate = absl::GetFlag(FLAGS_rate);
+  if (requests < 1 || concurrency < 1 || rate < 0) {
+    std::cerr << "tpserve-bench: --requests and --concurrency must be >= 1, --rate >= 0\n";
+    return 64;
+  }
+  std::vector<std::string> prompts;
+  if (!absl::GetFlag(FLAGS_prompts_file).empty()) {
+    auto read = tpserve::client::ReadPrompts(absl::GetFlag(FLAGS_prompts_file));
+    if (!read.ok()) {
+      std::cerr << "tpserve-bench: " << read.status() << "\n";
+      return 64;
+    }
+    prompts = *std::move(read);
+  }
+  tpserve::v1::ModelInfo info;
+  if (grpc::Status s = GenerationClient(server, absl::Seconds(30)).GetModelInfo(&info); !s.ok()) {
+    std::cerr << "tpserve-bench: " << tpserve::client::Describe(s) << "\n";
+    return static_cast<int>(s.error_code());
+  }
+  tpserve::v1::GenerateRequest sampling;
+  sampling.set_temperature(absl::GetFlag(FLAGS_temperature));
+  sampling.set_ignore_eos(absl::GetFlag(FLAGS_ignore_eos));
+  // Synthetic prompts avoid the low ids, where tokenizers keep their special tokens.
+  const auto last_id = static_cast<int32_t>(info.vocab_size()) - 1;
+  const tpserve::client::RequestFactory factory(
+      *prompt_len, *output_len, prompts, absl::GetFlag(FLAGS_seed),
+      std::min<int32_t>(1000, last_id / 2), last_id, sampling);
+  const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
+
+  int64_t warmup_tokens = 0;
+  for (int64_t i = 0; i < absl::GetFlag(FLAGS_warmup); ++i) {
+    warmup_tokens += RunOne(server, factory.Make(-1 - i), absl::Now(), timeout_s).output_tokens;
+  }
+
+  std::vector<RequestRecord> records(static_cast<size_t>(requests));
+  const absl::Time t0 = absl::Now();
+  std::vector<std::thread> threads;
+  if (rate > 0) {
+    std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
+    std::exponential_distribution<double> gap(rate);
+    absl::Time next = t0;
+    for (int64_t i = 0; i < requests; ++i) {
+      absl::SleepFor(next - absl::Now());
+      threads.emplace_back([&, i] {
+        records[static_cast<size_t>(i)] = RunOne(server, factory.Make(i), t0, timeout_s);
+      });
+      next += absl::Seconds(gap(rng));
+    }
+  } else {
+    std::atomic<int64_t> next{0};
+    for (int64_t c = 0; c < std::min(concurrency, requests); ++c) {
+      threads.emplace_back([&] {
+        for (int64_t i = next++; i < requests; i = next++) {
+          records[static_cast<size_t>(i)] = RunOne(server, factory.Make(i), t0, timeout_s);
+        }
+      });
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  const double duration_s = absl::ToDoubleSeconds(absl::Now() - t0);
+
+  const nlohmann::json config = {{"server", server},
+                                 {"label", absl::GetFlag(FLAGS_label)},
+                                 {"requests", requests},
+                                 {"concurrency", rate > 0 ? 0 : concurrency},
+                                 {"rate", rate},
+                                 {"prompt_len", absl::GetFlag(FLAGS_prompt_len)},
+                                 {"output_len", absl::GetFlag(FLAGS_output_len)},
+                                 {"prompts_file", absl::GetFlag(FLAGS_prompts_file)},
+                                 {"world_size", info.world_size()},
+                                 {"model", info.model_name()}};
+  nlohmann::json summary = tpserve::client::Summarize(records, duration_s, config);
+  summary["warmup_output_tokens"] = warmup_tokens;  // generated too, but not measured
+  std::cout << summary.dump(2) << "\n";
+  if (!absl::GetFlag(FLAGS_json_out).empty()) {
+    std::ofstream(absl::GetFlag(FLAGS_json_out)) << summary.dump(2) << "\n";
+  }
+  std::cerr << "tpserve-bench: " << summary["ok"] << "/" << requests << " ok in " << duration_s
+            << " s; " << summary["output_tokens_per_s"] << " output tokens/s; TTFT p50 "
+            << summary["ttft_s"]["p50"] << " s; ITL p50 " << summary["itl_s"]["p50"] << " s\n";
+  return summary["ok"].get<int64_t>() > 0 ? 0 : 1;
+}
