@@ -64,9 +64,7 @@ RequestRecord RunOne(const std::string& server, const tpserve::v1::GenerateReque
   return r;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "tpserve-bench --server HOST:PORT [--requests N] "
       "[--concurrency C | --rate R] [--prompt_len D] [--output_len D]");
@@ -162,4 +160,15 @@ int main(int argc, char** argv) {
             << " s; " << summary["output_tokens_per_s"] << " output tokens/s; TTFT p50 "
             << summary["ttft_s"]["p50"] << " s; ITL p50 " << summary["itl_s"]["p50"] << " s\n";
   return summary["ok"].get<int64_t>() > 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "tpserve-bench: " << e.what() << "\n";
+    return 70;
+  }
 }

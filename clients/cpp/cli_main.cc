@@ -154,14 +154,14 @@ int Fail(const grpc::Status& status) {
   return static_cast<int>(status.error_code());
 }
 
-int UsageError(const std::string& message) {
+int UsageError(absl::string_view message) {
   std::cerr << "tpserve-cli: " << message << "\n" << kUsage;
   return kUsageError;
 }
 
 int RunGenerate(GenerationClient& client, const std::string& prompt) {
   GenerateRequest request;
-  if (absl::Status s = FillSampling(&request); !s.ok()) return UsageError(std::string(s.message()));
+  if (absl::Status s = FillSampling(&request); !s.ok()) return UsageError(s.message());
   if (absl::GetFlag(FLAGS_chat_template)) {
     if (!absl::GetFlag(FLAGS_system).empty()) {
       auto* m = request.add_messages();
@@ -197,7 +197,7 @@ int RunChat(GenerationClient& client) {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   GenerateRequest base;
-  if (absl::Status s = FillSampling(&base); !s.ok()) return UsageError(std::string(s.message()));
+  if (absl::Status s = FillSampling(&base); !s.ok()) return UsageError(s.message());
   std::vector<std::pair<std::string, std::string>> conversation;
   if (!absl::GetFlag(FLAGS_system).empty()) {
     conversation.emplace_back("system", absl::GetFlag(FLAGS_system));
@@ -290,9 +290,7 @@ int RunInfo(GenerationClient& client) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   RecordGivenFlags(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -320,4 +318,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   return UsageError("unknown command '" + command + "'");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "tpserve-cli: " << e.what() << "\n";
+    return 70;
+  }
 }

@@ -130,8 +130,9 @@ grpc::Status GenerationClient::Health() {
   std::vector<grpc::Slice> slices;
   std::string bytes;
   if (response.Dump(&slices).ok()) {
-    for (const grpc::Slice& s : slices)
+    for (const grpc::Slice& s : slices) {
       bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
   }
   if (bytes.size() == 2 && bytes[0] == 0x08 && bytes[1] == 0x01) return grpc::Status::OK;
   const int serving = bytes.size() == 2 ? bytes[1] : 0;
