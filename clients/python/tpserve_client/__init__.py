@@ -1,0 +1,23 @@
+"""tpserve_client: Python client of tpserve's gRPC API (tpserve.v1.Generation).
+
+    from tpserve_client import Client
+    with Client("localhost:50051") as c:
+        for delta in c.stream(messages=[("user", "Why is the sky blue?")], max_tokens=64):
+            print(delta.text, end="", flush=True)
+
+Client is synchronous, AsyncClient (grpc.aio) has the same API with coroutines. Failures are
+TpserveError subclasses (InvalidArgument, ResourceExhausted, Unavailable, DeadlineExceeded,
+Cancelled, Internal) carrying the grpc.StatusCode in `.code` and the details in `.message`.
+The gRPC stubs are generated from proto/tpserve/v1/generate.proto when the package is
+installed."""
+from .aio import AsyncClient
+from .client import Client, Stream
+from .errors import (Cancelled, DeadlineExceeded, Internal, InvalidArgument,
+                     ResourceExhausted, TpserveError, Unavailable)
+from .types import Delta, ModelInfo, Result, TokenLogprob, TokenLogprobs, Tokens, Usage
+
+__version__ = "0.1.0"
+
+__all__ = ["Client", "AsyncClient", "Stream", "Result", "Delta", "Usage", "TokenLogprob",
+           "TokenLogprobs", "Tokens", "ModelInfo", "TpserveError", "InvalidArgument",
+           "ResourceExhausted", "Unavailable", "DeadlineExceeded", "Cancelled", "Internal"]
