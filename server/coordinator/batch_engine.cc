@@ -152,6 +152,7 @@ void BatchEngine::Loop() {
       LOG(INFO) << "preempted " << plan.preempted.size()
                 << " sequences (KV cache full); they will be recomputed";
     }
+    Publish();  // the admitted requests count as running while their step runs
     RunStep(plan);
     Publish();
   }
