@@ -27,7 +27,7 @@ for tp in ${TPS:-1 2}; do
     json="$out/tp${tp}_c${c}.json"
     "$build/clients/cpp/tpserve-bench" --server "127.0.0.1:$port" --requests "${REQUESTS:-24}" \
       --concurrency "$c" --prompt_len uniform:32:96 --output_len fixed:32 --warmup 2 \
-      --label "TP=$tp ($threads threads/worker)" --json_out "$json" >/dev/null
+      --label "TP=$tp, $threads thread(s) per worker" --json_out "$json" >/dev/null
     results+=("$json")
   done
   kill -TERM "$server"; wait "$server" || true
