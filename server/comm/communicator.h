@@ -4,6 +4,11 @@
 // than hanging. Implementations: SingleRankCommunicator (world of one), Gloo (CPU, TCP) and
 // NCCL (GPU). One thread drives a communicator at a time; Abort() may be called from any
 // thread to unblock it.
+//
+// Memory: the pointers a collective takes live where the ranks' Backend keeps its tensors (host
+// memory for CPU ranks, device memory for GPU ranks). A stream-ordered communicator (NCCL on
+// the backend's CUDA stream) only enqueues each collective; Synchronize() then waits, bounded
+// by the timeout, until everything enqueued has finished.
 #ifndef TPSERVE_SERVER_COMM_COMMUNICATOR_H_
 #define TPSERVE_SERVER_COMM_COMMUNICATOR_H_
 
@@ -29,6 +34,9 @@ class Communicator {
   // data of rank `root` is copied to every rank.
   virtual absl::Status Broadcast(float* data, int64_t count, int root) = 0;
   virtual absl::Status Barrier() = 0;
+  // Waits until every collective issued so far has completed (a no-op for communicators whose
+  // collectives return complete). Bounded like a collective.
+  virtual absl::Status Synchronize() { return absl::OkStatus(); }
   // Makes pending and future calls fail promptly with Aborted. Thread-safe.
   virtual void Abort() = 0;
 };

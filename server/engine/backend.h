@@ -1,7 +1,13 @@
 // Backend: the device one rank computes on. It owns device memory (weights, KV cache,
 // activation workspace) and runs the ops of the Llama forward pass on Tensors in it.
-// Implementations: CpuBackend (kernels/cpu, f32) and, later, CudaBackend (kernels/cuda).
-// The engine sees only this interface. Not thread-safe: one step at a time.
+// Implementations: CpuBackend (kernels/cpu, all f32) and CudaBackend (server/engine/cuda:
+// bf16 weights, GEMM inputs and KV cache). The engine sees only this interface. Not
+// thread-safe: one step at a time.
+//
+// Data types. Weight matrices are weight_dtype(); norm weights are f32. GEMM inputs (the
+// normed hidden state, attention output, SwiGLU output) and the KV cache are
+// activation_dtype(). The residual stream and every GEMM output (QKV, the row-parallel partial
+// sums that are all-reduced, gate/up, logits) are f32.
 #ifndef TPSERVE_SERVER_ENGINE_BACKEND_H_
 #define TPSERVE_SERVER_ENGINE_BACKEND_H_
 
@@ -40,13 +46,17 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
   virtual DType activation_dtype() const = 0;
+  virtual DType weight_dtype() const = 0;
 
   // Memory. Tensors stay valid until the backend is destroyed.
   virtual absl::StatusOr<Tensor> Allocate(int64_t rows, int64_t cols, DType dtype) = 0;
   // Uploads host f32 [t.rows, t.cols] into `t`, converting to t.dtype.
   virtual absl::Status Upload(const float* host, Tensor t) = 0;
-  // Downloads `t` as f32 into host [t.rows, t.cols].
+  // Downloads `t` as f32 into host [t.rows, t.cols]; waits for every op enqueued before.
   virtual absl::Status Download(const Tensor& t, float* host) = 0;
+  // Fills `t` with scale * u, u uniform in [-1, 1) from a hash of (seed, element index):
+  // synthetic weights made where they live.
+  virtual absl::Status FillRandom(Tensor t, uint64_t seed, float scale) = 0;
   // Bytes of device memory held for weights / KV cache / workspace.
   virtual int64_t allocated_bytes() const = 0;
 
@@ -56,27 +66,31 @@ class Backend {
   // Makes the step's metadata (token ids, positions, block tables) available to the ops.
   virtual absl::Status BeginStep(const StepBatch& batch) = 0;
 
-  // out[i, :] = table[token i of the step, :]. table: [vocab, d], out: [m, d].
+  // out[i, :] = table[token i of the step, :]. table: [vocab, d] weight dtype, out: [m, d] f32.
   virtual absl::Status Embed(const Tensor& table, Tensor out) = 0;
-  // out = rmsnorm(x) * weight. x, out: [m, d]; weight: [1, d].
+  // out = rmsnorm(x) * weight. x: [m, d] f32; weight: [1, d] f32; out: [m, d] f32 or the
+  // activation dtype (may be x itself when f32).
   virtual absl::Status RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor out) = 0;
-  // residual += x; out = rmsnorm(residual) * weight.
+  // residual += x; out = rmsnorm(residual) * weight. residual, x: f32; out as for RmsNorm.
   virtual absl::Status AddRmsNorm(Tensor residual, const Tensor& x, const Tensor& weight, float eps,
                                   Tensor out) = 0;
-  // y = x · wᵀ. x: [m, k], w: [n, k], y: [m, n].
+  // y = x · wᵀ. x: [m, k] activation dtype, w: [n, k] weight dtype, y: [m, n] f32.
   virtual absl::Status Matmul(const Tensor& x, const Tensor& w, Tensor y) = 0;
-  // y += x.
+  // y += x, both f32.
   virtual absl::Status Add(Tensor y, const Tensor& x) = 0;
-  // RoPE in place on the q and k parts of qkv: [m, (n_q + 2 * n_kv) * head_dim], each token
-  // at its step position.
+  // RoPE in place on the q and k parts of qkv: [m, (n_q + 2 * n_kv) * head_dim] f32, each
+  // token at its step position.
   virtual absl::Status Rope(Tensor qkv, int64_t n_q_heads, int64_t n_kv_heads) = 0;
   // Writes the step's k, v (from qkv) into layer `layer`'s cache and computes causal GQA
-  // attention of the step's queries. qkv: [m, (n_q + 2 n_kv) * head_dim], out: [m, n_q * hd].
+  // attention of the step's queries. qkv: [m, (n_q + 2 n_kv) * head_dim] f32,
+  // out: [m, n_q * hd] activation dtype.
   virtual absl::Status Attention(int64_t layer, const Tensor& qkv, int64_t n_q_heads,
                                  int64_t n_kv_heads, Tensor out) = 0;
-  // out = silu(gate) * up; gate_up: [m, 2f] (gate columns first), out: [m, f].
+  // out = silu(gate) * up; gate_up: [m, 2f] f32 (gate columns first), out: [m, f] activation
+  // dtype.
   virtual absl::Status SwiGlu(const Tensor& gate_up, Tensor out) = 0;
-  // out[j, :] = x[j-th row whose logits the step wants (StepSequence::num_logit_rows), :].
+  // out[j, :] = x[j-th row whose logits the step wants (StepSequence::num_logit_rows), :];
+  // x, out f32.
   virtual absl::Status GatherLogitRows(const Tensor& x, Tensor out) = 0;
 };
 

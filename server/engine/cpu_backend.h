@@ -21,10 +21,12 @@ class CpuBackend final : public Backend {
 
   std::string_view name() const override { return "cpu"; }
   DType activation_dtype() const override { return DType::kF32; }
+  DType weight_dtype() const override { return DType::kF32; }
 
   absl::StatusOr<Tensor> Allocate(int64_t rows, int64_t cols, DType dtype) override;
   absl::Status Upload(const float* host, Tensor t) override;
   absl::Status Download(const Tensor& t, float* host) override;
+  absl::Status FillRandom(Tensor t, uint64_t seed, float scale) override;
   int64_t allocated_bytes() const override { return allocated_bytes_; }
 
   absl::Status InitKvCache(const KvCacheShape& shape) override;

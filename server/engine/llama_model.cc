@@ -1,6 +1,7 @@
 #include "server/engine/llama_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -15,12 +16,11 @@ std::string LayerName(int64_t layer, const char* part) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const model::WeightSource& weights,
-                                                             const model::ShardPlan& plan,
-                                                             Backend* backend,
-                                                             comm::Communicator* comm,
-                                                             const EngineOptions& options) {
-  const model::ModelConfig& config = weights.config();
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Begin(const model::ModelConfig& config,
+                                                              const model::ShardPlan& plan,
+                                                              Backend* backend,
+                                                              comm::Communicator* comm,
+                                                              const EngineOptions& options) {
   if (config.attention_bias) {
     return absl::UnimplementedError(absl::StrCat("architecture '", config.architecture,
                                                  "' has attention biases, which the "
@@ -41,34 +41,62 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const model::Weight
   m->options_ = options;
   m->backend_ = backend;
   m->comm_ = comm;
-  RETURN_IF_ERROR(m->LoadWeights(weights));
-  m->weight_bytes_ = backend->allocated_bytes();
+  return m;
+}
 
-  KvCacheShape& kv = m->kv_shape_;
-  kv.n_layers = config.n_layers;
-  kv.block_size = options.kv_block_size;
-  kv.n_kv_heads = plan.kv_heads_count();
-  kv.head_dim = config.head_dim;
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const model::WeightSource& weights,
+                                                             const model::ShardPlan& plan,
+                                                             Backend* backend,
+                                                             comm::Communicator* comm,
+                                                             const EngineOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> m,
+                   Begin(weights.config(), plan, backend, comm, options));
+  RETURN_IF_ERROR(m->LoadWeights(weights));
+  RETURN_IF_ERROR(m->Finish());
+  return m;
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateRandom(
+    const model::ModelConfig& config, const model::ShardPlan& plan, Backend* backend,
+    comm::Communicator* comm, const EngineOptions& options, uint64_t seed) {
+  RETURN_IF_ERROR(config.Validate());
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> m, Begin(config, plan, backend, comm, options));
+  RETURN_IF_ERROR(m->MakeRandomWeights(seed));
+  RETURN_IF_ERROR(m->Finish());
+  return m;
+}
+
+absl::Status LlamaModel::Finish() {
+  weight_bytes_ = backend_->allocated_bytes();
+  KvCacheShape& kv = kv_shape_;
+  kv.n_layers = config_.n_layers;
+  kv.block_size = options_.kv_block_size;
+  kv.n_kv_heads = plan_.kv_heads_count();
+  kv.head_dim = config_.head_dim;
   const int64_t block_bytes = 2 * kv.n_layers * kv.block_size * kv.n_kv_heads * kv.head_dim *
-                              DTypeBytes(backend->activation_dtype());
-  kv.num_blocks = options.kv_blocks > 0 ? options.kv_blocks : options.kv_budget_bytes / block_bytes;
+                              DTypeBytes(backend_->activation_dtype());
+  kv.num_blocks =
+      options_.kv_blocks > 0 ? options_.kv_blocks : options_.kv_budget_bytes / block_bytes;
   if (kv.num_blocks < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("kv_budget_bytes ", options.kv_budget_bytes,
+    return absl::InvalidArgumentError(absl::StrCat("kv_budget_bytes ", options_.kv_budget_bytes,
                                                    " is below one KV block (", block_bytes,
                                                    " bytes)"));
   }
-  RETURN_IF_ERROR(backend->InitKvCache(kv));
-  m->kv_bytes_ = kv.num_blocks * block_bytes;
+  RETURN_IF_ERROR(backend_->InitKvCache(kv));
+  kv_bytes_ = kv.num_blocks * block_bytes;
 
   RopeSettings rope;
-  rope.head_dim = config.head_dim;
-  rope.theta = config.rope_theta;
-  rope.style = config.rope_style;
-  rope.scaling = config.rope_scaling;
-  rope.max_position = static_cast<int32_t>(std::min<int64_t>(config.context_length, 1 << 16));
-  RETURN_IF_ERROR(backend->InitRope(rope));
-  RETURN_IF_ERROR(m->AllocateWorkspace());
-  return m;
+  rope.head_dim = config_.head_dim;
+  rope.theta = config_.rope_theta;
+  rope.style = config_.rope_style;
+  rope.scaling = config_.rope_scaling;
+  rope.max_position = static_cast<int32_t>(std::min<int64_t>(config_.context_length, 1 << 16));
+  RETURN_IF_ERROR(backend_->InitRope(rope));
+  return AllocateWorkspace();
+}
+
+int64_t LlamaModel::vocab_slice_max() const {
+  return (config_.vocab_size + plan_.world_size - 1) / plan_.world_size;
 }
 
 absl::Status LlamaModel::LoadWeights(const model::WeightSource& weights) {
@@ -76,13 +104,15 @@ absl::Status LlamaModel::LoadWeights(const model::WeightSource& weights) {
   const model::Range q_rows = plan_.q_rows();
   const model::Range kv_rows = plan_.kv_rows();
   const model::Range ffn = plan_.ffn;
+  const DType wt = backend_->weight_dtype();
   std::vector<float> host;
 
-  // Allocates a [rows, cols] tensor and fills it from `read(host)`.
-  auto load = [&](int64_t rows, int64_t cols, auto read) -> absl::StatusOr<Tensor> {
+  // Allocates a [rows, cols] tensor of `dtype` and fills it from `read(host)`; rows the reader
+  // leaves alone stay zero.
+  auto load = [&](int64_t rows, int64_t cols, DType dtype, auto read) -> absl::StatusOr<Tensor> {
     host.assign(rows * cols, 0.0f);
     RETURN_IF_ERROR(read(host.data()));
-    ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(rows, cols, backend_->activation_dtype()));
+    ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(rows, cols, dtype));
     RETURN_IF_ERROR(backend_->Upload(host.data(), t));
     return t;
   };
@@ -95,33 +125,75 @@ absl::Status LlamaModel::LoadWeights(const model::WeightSource& weights) {
     };
   };
 
-  ASSIGN_OR_RETURN(token_embd_, load(config_.vocab_size, d,
+  ASSIGN_OR_RETURN(token_embd_, load(config_.vocab_size, d, wt,
                                      rows_of("token_embd.weight", {0, config_.vocab_size})));
-  ASSIGN_OR_RETURN(output_norm_, load(1, d, rows_of("output_norm.weight", {0, 1})));
+  ASSIGN_OR_RETURN(output_norm_, load(1, d, DType::kF32, rows_of("output_norm.weight", {0, 1})));
   const char* head_name = config_.tied_embeddings ? "token_embd.weight" : "output.weight";
   if (config_.tied_embeddings && plan_.vocab.size() == config_.vocab_size) {
     lm_head_ = token_embd_;  // world of one, tied: the same rows
   } else {
-    ASSIGN_OR_RETURN(lm_head_, load(plan_.vocab.size(), d, rows_of(head_name, plan_.vocab)));
+    ASSIGN_OR_RETURN(lm_head_, load(vocab_slice_max(), d, wt, rows_of(head_name, plan_.vocab)));
   }
 
   const int64_t q_n = q_rows.size();
   const int64_t kv_n = kv_rows.size();
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     Layer layer;
-    ASSIGN_OR_RETURN(layer.attn_norm, load(1, d, rows_of(LayerName(l, "attn_norm"), {0, 1})));
-    ASSIGN_OR_RETURN(layer.ffn_norm, load(1, d, rows_of(LayerName(l, "ffn_norm"), {0, 1})));
-    ASSIGN_OR_RETURN(layer.wqkv, load(q_n + 2 * kv_n, d, [&](float* out) -> absl::Status {
+    ASSIGN_OR_RETURN(layer.attn_norm,
+                     load(1, d, DType::kF32, rows_of(LayerName(l, "attn_norm"), {0, 1})));
+    ASSIGN_OR_RETURN(layer.ffn_norm,
+                     load(1, d, DType::kF32, rows_of(LayerName(l, "ffn_norm"), {0, 1})));
+    ASSIGN_OR_RETURN(layer.wqkv, load(q_n + 2 * kv_n, d, wt, [&](float* out) -> absl::Status {
                        RETURN_IF_ERROR(rows_of(LayerName(l, "attn_q"), q_rows)(out));
                        RETURN_IF_ERROR(rows_of(LayerName(l, "attn_k"), kv_rows)(out + q_n * d));
                        return rows_of(LayerName(l, "attn_v"), kv_rows)(out + (q_n + kv_n) * d);
                      }));
-    ASSIGN_OR_RETURN(layer.wo, load(d, q_n, columns_of(LayerName(l, "attn_output"), q_rows)));
-    ASSIGN_OR_RETURN(layer.w_gate_up, load(2 * ffn.size(), d, [&](float* out) -> absl::Status {
+    ASSIGN_OR_RETURN(layer.wo, load(d, q_n, wt, columns_of(LayerName(l, "attn_output"), q_rows)));
+    ASSIGN_OR_RETURN(layer.w_gate_up, load(2 * ffn.size(), d, wt, [&](float* out) -> absl::Status {
                        RETURN_IF_ERROR(rows_of(LayerName(l, "ffn_gate"), ffn)(out));
                        return rows_of(LayerName(l, "ffn_up"), ffn)(out + ffn.size() * d);
                      }));
-    ASSIGN_OR_RETURN(layer.w_down, load(d, ffn.size(), columns_of(LayerName(l, "ffn_down"), ffn)));
+    ASSIGN_OR_RETURN(layer.w_down,
+                     load(d, ffn.size(), wt, columns_of(LayerName(l, "ffn_down"), ffn)));
+    layers_.push_back(layer);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::MakeRandomWeights(uint64_t seed) {
+  const int64_t d = config_.d_model;
+  const int64_t hd = config_.head_dim;
+  const DType wt = backend_->weight_dtype();
+  uint64_t next_seed = seed;
+  // A [rows, cols] matrix with entries of standard deviation 1 / sqrt(cols) (uniform in
+  // ±sqrt(3 / cols)), so activations keep their scale through the layers.
+  auto matrix = [&](int64_t rows, int64_t cols) -> absl::StatusOr<Tensor> {
+    ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(rows, cols, wt));
+    RETURN_IF_ERROR(backend_->FillRandom(t, next_seed++,
+                                         std::sqrt(3.0f / static_cast<float>(cols))));
+    return t;
+  };
+  const std::vector<float> ones(d, 1.0f);
+  auto norm = [&]() -> absl::StatusOr<Tensor> {
+    ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(1, d, DType::kF32));
+    RETURN_IF_ERROR(backend_->Upload(ones.data(), t));
+    return t;
+  };
+  ASSIGN_OR_RETURN(token_embd_, backend_->Allocate(config_.vocab_size, d, wt));
+  RETURN_IF_ERROR(backend_->FillRandom(token_embd_, next_seed++, 1.0f));
+  ASSIGN_OR_RETURN(output_norm_, norm());
+  ASSIGN_OR_RETURN(lm_head_, matrix(vocab_slice_max(), d));
+  const int64_t q_n = plan_.q_heads_count() * hd;
+  const int64_t kv_n = plan_.kv_heads_count() * hd;
+  const int64_t f = plan_.ffn.size();
+  for (int64_t l = 0; l < config_.n_layers; ++l) {
+    Layer layer;
+    ASSIGN_OR_RETURN(layer.attn_norm, norm());
+    ASSIGN_OR_RETURN(layer.ffn_norm, norm());
+    ASSIGN_OR_RETURN(layer.wqkv, matrix(q_n + 2 * kv_n, d));
+    ASSIGN_OR_RETURN(layer.wo, matrix(d, q_n));
+    ASSIGN_OR_RETURN(layer.w_gate_up, matrix(2 * f, d));
+    ASSIGN_OR_RETURN(layer.w_down, matrix(d, f));
     layers_.push_back(layer);
   }
   return absl::OkStatus();
@@ -135,16 +207,22 @@ absl::Status LlamaModel::AllocateWorkspace() {
   const int64_t q = plan_.q_heads_count();
   const int64_t kv = plan_.kv_heads_count();
   const int64_t f = plan_.ffn.size();
-  const DType dt = backend_->activation_dtype();
-  ASSIGN_OR_RETURN(ws_.x, backend_->Allocate(t, d, dt));
-  ASSIGN_OR_RETURN(ws_.h, backend_->Allocate(t, d, dt));
-  ASSIGN_OR_RETURN(ws_.qkv, backend_->Allocate(t, (q + 2 * kv) * hd, dt));
-  ASSIGN_OR_RETURN(ws_.attn, backend_->Allocate(t, q * hd, dt));
-  ASSIGN_OR_RETURN(ws_.proj, backend_->Allocate(t, d, dt));
-  ASSIGN_OR_RETURN(ws_.gate_up, backend_->Allocate(t, 2 * f, dt));
-  ASSIGN_OR_RETURN(ws_.act, backend_->Allocate(t, f, dt));
-  ASSIGN_OR_RETURN(ws_.sel, backend_->Allocate(r, d, dt));
-  ASSIGN_OR_RETURN(ws_.logits, backend_->Allocate(r, plan_.vocab.size(), dt));
+  const int64_t v = vocab_slice_max();
+  const DType act = backend_->activation_dtype();
+  const DType f32 = DType::kF32;
+  ASSIGN_OR_RETURN(ws_.x, backend_->Allocate(t, d, f32));
+  ASSIGN_OR_RETURN(ws_.h, backend_->Allocate(t, d, act));
+  ASSIGN_OR_RETURN(ws_.qkv, backend_->Allocate(t, (q + 2 * kv) * hd, f32));
+  ASSIGN_OR_RETURN(ws_.attn, backend_->Allocate(t, q * hd, act));
+  ASSIGN_OR_RETURN(ws_.proj, backend_->Allocate(t, d, f32));
+  ASSIGN_OR_RETURN(ws_.gate_up, backend_->Allocate(t, 2 * f, f32));
+  ASSIGN_OR_RETURN(ws_.act, backend_->Allocate(t, f, act));
+  ASSIGN_OR_RETURN(ws_.sel, backend_->Allocate(r, d, f32));
+  ASSIGN_OR_RETURN(ws_.sel_h, backend_->Allocate(r, d, act));
+  ASSIGN_OR_RETURN(ws_.logits, backend_->Allocate(r, v, f32));
+  if (plan_.world_size > 1) {
+    ASSIGN_OR_RETURN(ws_.gathered, backend_->Allocate(plan_.world_size * r, v, f32));
+  }
   return absl::OkStatus();
 }
 
@@ -188,11 +266,11 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, std::vector<float>* log
     }
   }
   logits->clear();
-  if (rows == 0) return absl::OkStatus();
-  const Tensor sel = ws_.sel.Rows(rows);
+  if (rows == 0) return comm_->Synchronize();
+  const Tensor sel = ws_.sel.Rows(rows), sel_h = ws_.sel_h.Rows(rows);
   RETURN_IF_ERROR(backend_->GatherLogitRows(x, sel));
-  RETURN_IF_ERROR(backend_->RmsNorm(sel, output_norm_, eps, sel));
-  RETURN_IF_ERROR(backend_->Matmul(sel, lm_head_, ws_.logits.Rows(rows)));
+  RETURN_IF_ERROR(backend_->RmsNorm(sel, output_norm_, eps, sel_h));
+  RETURN_IF_ERROR(backend_->Matmul(sel_h, lm_head_, ws_.logits.Rows(rows)));
   return GatherLogits(rows, logits);
 }
 
@@ -202,17 +280,15 @@ absl::Status LlamaModel::GatherLogits(int64_t rows, std::vector<float>* logits) 
   logits->resize(rows * vocab);
   if (world == 1) return backend_->Download(ws_.logits.Rows(rows), logits->data());
 
-  // Vocab slices differ by at most one row: pad each to the largest and all-gather.
-  const int64_t slice_max = (vocab + world - 1) / world;
-  const int64_t local = plan_.vocab.size();
-  std::vector<float> mine(rows * local);
-  RETURN_IF_ERROR(backend_->Download(ws_.logits.Rows(rows), mine.data()));
-  host_partial_.assign(rows * slice_max, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    std::copy_n(&mine[r * local], local, &host_partial_[r * slice_max]);
-  }
+  // Each rank's slice is padded to V columns (its lm_head rows past its slice are zero), so
+  // the all-gather moves equal blocks: gathered [P * rows, V], rank-major.
+  const int64_t slice_max = vocab_slice_max();
+  const Tensor gathered = ws_.gathered.Rows(world * rows);
+  RETURN_IF_ERROR(comm_->AllGather(static_cast<const float*>(ws_.logits.data), rows * slice_max,
+                                   static_cast<float*>(gathered.data)));
+  RETURN_IF_ERROR(comm_->Synchronize());
   host_gathered_.resize(world * rows * slice_max);
-  RETURN_IF_ERROR(comm_->AllGather(host_partial_.data(), rows * slice_max, host_gathered_.data()));
+  RETURN_IF_ERROR(backend_->Download(gathered, host_gathered_.data()));
   for (int rank = 0; rank < world; ++rank) {
     ASSIGN_OR_RETURN(model::ShardPlan other, model::MakeShardPlan(config_, rank, world));
     const float* src = &host_gathered_[rank * rows * slice_max];

@@ -41,6 +41,15 @@ class LlamaModel {
                                                           comm::Communicator* comm,
                                                           const EngineOptions& options);
 
+  // A model of `config`'s shape with synthetic weights made in `backend` (FillRandom from
+  // `seed`; norm weights 1): for benchmarks of shapes whose files are not at hand.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> CreateRandom(const model::ModelConfig& config,
+                                                                  const model::ShardPlan& plan,
+                                                                  Backend* backend,
+                                                                  comm::Communicator* comm,
+                                                                  const EngineOptions& options,
+                                                                  uint64_t seed);
+
   // Runs one step. `logits` receives, on every rank, [batch.num_logit_rows(), vocab_size]
   // f32: for each sequence in batch order, the logits of its last new token (want_logits)
   // or of every new token (all_logits).
@@ -55,6 +64,7 @@ class LlamaModel {
   int64_t kv_bytes() const { return kv_bytes_; }
 
  private:
+  // Weight matrices are the backend's weight dtype, norms f32; see backend.h.
   struct Layer {
     Tensor attn_norm;  // [1, d_model]
     Tensor wqkv;       // [(q_local + 2 kv_local) * head_dim, d_model]: wq rows, wk rows, wv rows
@@ -63,20 +73,35 @@ class LlamaModel {
     Tensor w_gate_up;  // [2 * ffn_local, d_model]: gate rows, then up rows
     Tensor w_down;     // [d_model, ffn_local]
   };
+  // T = max_batch_tokens, R = max_logit_rows, V = vocab_slice_max (the largest rank's vocab
+  // slice; the whole vocabulary in a world of one). f32 unless marked "act" (the backend's
+  // activation dtype).
   struct Workspace {
-    Tensor x;        // [T, d_model] residual stream
-    Tensor h;        // [T, d_model] normed
-    Tensor qkv;      // [T, (q_local + 2 kv_local) * head_dim]
-    Tensor attn;     // [T, q_local * head_dim]
-    Tensor proj;     // [T, d_model] partial sums of the row-parallel projections
-    Tensor gate_up;  // [T, 2 * ffn_local]
-    Tensor act;      // [T, ffn_local]
-    Tensor sel;      // [R, d_model] rows that want logits
-    Tensor logits;   // [R, vocab_local]
+    Tensor x;         // [T, d_model] residual stream
+    Tensor h;         // [T, d_model] act, normed
+    Tensor qkv;       // [T, (q_local + 2 kv_local) * head_dim]
+    Tensor attn;      // [T, q_local * head_dim] act
+    Tensor proj;      // [T, d_model] partial sums of the row-parallel projections
+    Tensor gate_up;   // [T, 2 * ffn_local]
+    Tensor act;       // [T, ffn_local] act
+    Tensor sel;       // [R, d_model] residual rows that want logits
+    Tensor sel_h;     // [R, d_model] act, those rows normed
+    Tensor logits;    // [R, V] this rank's slice, padded to V columns
+    Tensor gathered;  // [P * R, V] every rank's slice, rank-major (P > 1 only)
   };
 
   LlamaModel() = default;
+  // Checks the arguments and fills the fields every constructor shares.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Begin(const model::ModelConfig& config,
+                                                           const model::ShardPlan& plan,
+                                                           Backend* backend,
+                                                           comm::Communicator* comm,
+                                                           const EngineOptions& options);
+  // Sizes the KV cache, the RoPE tables and the workspaces once the weights are in.
+  absl::Status Finish();
   absl::Status LoadWeights(const model::WeightSource& weights);
+  absl::Status MakeRandomWeights(uint64_t seed);
+  int64_t vocab_slice_max() const;
   absl::Status AllocateWorkspace();
   absl::Status GatherLogits(int64_t rows, std::vector<float>* logits);
 
@@ -89,14 +114,13 @@ class LlamaModel {
 
   Tensor token_embd_;   // [vocab, d_model] (replicated)
   Tensor output_norm_;  // [1, d_model]
-  Tensor lm_head_;      // [vocab_local, d_model]
+  Tensor lm_head_;      // [V, d_model]: this rank's vocab rows, zero rows up to V
   std::vector<Layer> layers_;
   Workspace ws_;
   int64_t weight_bytes_ = 0;
   int64_t kv_bytes_ = 0;
 
-  std::vector<float> host_partial_;   // [R, vocab_slice_max] this rank's padded logits
-  std::vector<float> host_gathered_;  // [P, R, vocab_slice_max]
+  std::vector<float> host_gathered_;  // [P, R, V]
 };
 
 }  // namespace tpserve::engine

@@ -187,5 +187,42 @@ TEST_F(LlamaModelTest, RefusesBadSteps) {
   EXPECT_NE(s.message().find("256"), std::string::npos) << s;
 }
 
+// A synthetic model of a small Llama shape made in the backend: finite logits, the same for
+// the same seed, different for another.
+TEST(LlamaModelRandomTest, SyntheticWeightsGiveFiniteSeededLogits) {
+  model::ModelConfig config;
+  config.architecture = "llama";
+  config.vocab_size = 320;
+  config.d_model = 64;
+  config.n_layers = 2;
+  config.n_heads = 4;
+  config.n_kv_heads = 2;
+  config.head_dim = 16;
+  config.ffn_dim = 96;
+  config.context_length = 256;
+  auto plan = model::MakeShardPlan(config, 0, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EngineOptions options;
+  options.kv_blocks = 8;
+  options.max_batch_tokens = 32;
+  StepBatch batch;
+  batch.sequences.push_back({{5, 17, 300, 2}, 0, {3}, true, false});
+  auto logits_for = [&](uint64_t seed) {
+    CpuBackend backend(1);
+    comm::SingleRankCommunicator comm;
+    auto m = LlamaModel::CreateRandom(config, *plan, &backend, &comm, options, seed);
+    EXPECT_TRUE(m.ok()) << m.status();
+    std::vector<float> logits;
+    if (m.ok()) EXPECT_TRUE((*m)->Forward(batch, &logits).ok());
+    return logits;
+  };
+  const std::vector<float> a = logits_for(1), b = logits_for(1), c = logits_for(2);
+  ASSERT_EQ(a.size(), 320u);
+  EXPECT_TRUE(std::all_of(a.begin(), a.end(), [](float v) { return std::isfinite(v); }));
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_GT(*std::max_element(a.begin(), a.end()) - *std::min_element(a.begin(), a.end()), 0.1f);
+}
+
 }  // namespace
 }  // namespace tpserve::engine

@@ -44,6 +44,9 @@ class TimedCommunicator final : public comm::Communicator {
   absl::Status Barrier() override {
     return Timed([&] { return inner_->Barrier(); });
   }
+  absl::Status Synchronize() override {
+    return Timed([&] { return inner_->Synchronize(); });
+  }
   void Abort() override { inner_->Abort(); }
 
   // Nanoseconds spent in collectives since construction.
