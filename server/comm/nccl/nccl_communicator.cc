@@ -69,17 +69,25 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(Store* stor
   }
 
   CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
-  cudaStream_t stream = nullptr;
-  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  auto comm =
-      std::make_unique<NcclCommunicator>(rank, world_size, options.device, options.timeout, stream);
+  const bool stream_ordered = options.stream != nullptr;
+  cudaStream_t stream = options.stream;
+  if (!stream_ordered) {
+    CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
+  auto comm = std::make_unique<NcclCommunicator>(rank, world_size, options.device,
+                                                 options.timeout, stream, stream_ordered);
   RETURN_IF_ERROR(comm->Init(id, deadline));
   return comm;
 }
 
 NcclCommunicator::NcclCommunicator(int rank, int world_size, int device, absl::Duration timeout,
-                                   cudaStream_t stream)
-    : rank_(rank), world_size_(world_size), device_(device), timeout_(timeout), stream_(stream) {}
+                                   cudaStream_t stream, bool stream_ordered)
+    : rank_(rank),
+      world_size_(world_size),
+      device_(device),
+      timeout_(timeout),
+      stream_(stream),
+      stream_ordered_(stream_ordered) {}
 
 NcclCommunicator::~NcclCommunicator() {
   // Finalize (flushes pending work; non-blocking, so polled against the timeout) and destroy,
@@ -107,9 +115,11 @@ NcclCommunicator::~NcclCommunicator() {
     absl::Status s = cuda::CudaStatus(cudaFree(barrier_scratch_), "cudaFree", __FILE__, __LINE__);
     if (!s.ok()) LOG(WARNING) << s;
   }
-  absl::Status s =
-      cuda::CudaStatus(cudaStreamDestroy(stream_), "cudaStreamDestroy", __FILE__, __LINE__);
-  if (!s.ok()) LOG(WARNING) << s;
+  if (!stream_ordered_) {
+    absl::Status s =
+        cuda::CudaStatus(cudaStreamDestroy(stream_), "cudaStreamDestroy", __FILE__, __LINE__);
+    if (!s.ok()) LOG(WARNING) << s;
+  }
 }
 
 absl::Status NcclCommunicator::Init(const ncclUniqueId& id, absl::Time deadline) {
@@ -174,6 +184,11 @@ absl::Status NcclCommunicator::Barrier() {
   });
 }
 
+absl::Status NcclCommunicator::Synchronize() {
+  if (!stream_ordered_) return absl::OkStatus();
+  return WaitForCompletion("synchronize", absl::Now() + timeout_);
+}
+
 void NcclCommunicator::Abort() {
   aborted_.store(true, std::memory_order_release);
   absl::MutexLock lock(&mu_);
@@ -194,6 +209,9 @@ absl::Status NcclCommunicator::Run(const char* op, Enqueue enqueue) {
       return status;
     }
   }
+  // Stream-ordered: only wait until NCCL has finished enqueueing (a non-blocking communicator
+  // may still be doing so, and takes no further call until it has); the stream runs on.
+  if (stream_ordered_) return WaitNotInProgress(op, deadline);
   return WaitForCompletion(op, deadline);
 }
 

@@ -1,7 +1,10 @@
 // NcclCommunicator: the Communicator of one GPU rank, over a non-blocking NCCL communicator and
-// a CUDA stream it owns on its device. Every collective takes DEVICE pointers (memory on
-// NcclOptions::device), runs on stream(), and returns once the stream has finished it, so the
-// results are ready for any stream when it returns OK. A watchdog bounds each call by the
+// a CUDA stream on its device. Every collective takes DEVICE pointers (memory on
+// NcclOptions::device) and runs on stream(). With a stream of its own it returns once the
+// stream has finished the collective, so the results are ready for any stream. Given the
+// backend's stream (NcclOptions::stream) it is stream-ordered: a collective returns once
+// enqueued, ordered after the backend's work and before what the backend enqueues next, and
+// Synchronize() waits for the stream (no host synchronisation inside a step). A watchdog bounds each call by the
 // timeout: an NCCL async error or a missed deadline aborts the NCCL communicator and returns
 // Unavailable or DeadlineExceeded; from then on (and after Abort()) every call returns Aborted.
 // One thread drives the collectives at a time; Abort() is thread-safe and may come from any
@@ -33,6 +36,9 @@ struct NcclOptions {
   int device = 0;                              // CUDA ordinal this rank runs on
   absl::Duration timeout = absl::Seconds(30);  // bounds creation and each collective
   std::string prefix;                          // store key prefix (the world generation)
+  // When set: the stream to enqueue on (not owned; the caller keeps it alive longer than the
+  // communicator) and stream-ordered collectives. Null: a stream of its own, blocking calls.
+  cudaStream_t stream = nullptr;
 };
 
 // Creates rank `rank` of a world of `world_size` GPU ranks. Rank 0 makes the NCCL unique id
@@ -46,9 +52,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(Store* stor
 
 class NcclCommunicator final : public Communicator {
  public:
-  // Use CreateNcclCommunicator; `stream` (created on `device`) becomes owned by this object.
+  // Use CreateNcclCommunicator. `stream` is on `device`; when `stream_ordered` it is borrowed,
+  // otherwise it becomes owned by this object.
   NcclCommunicator(int rank, int world_size, int device, absl::Duration timeout,
-                   cudaStream_t stream);
+                   cudaStream_t stream, bool stream_ordered);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -70,6 +77,9 @@ class NcclCommunicator final : public Communicator {
   absl::Status Broadcast(float* data, int64_t count, int root) override;
   // A one-float all-reduce on a device scratch value.
   absl::Status Barrier() override;
+  // Stream-ordered: waits, bounded by the timeout, until the stream has finished everything
+  // enqueued on it. Otherwise a no-op.
+  absl::Status Synchronize() override;
   void Abort() override;
 
   // The stream every collective runs on. Work the caller enqueues here before a collective is
@@ -98,6 +108,7 @@ class NcclCommunicator final : public Communicator {
   const int device_;
   const absl::Duration timeout_;
   const cudaStream_t stream_;
+  const bool stream_ordered_;  // borrowed stream, collectives return once enqueued
 
   // Set first by Abort() so a polling thread stops promptly, before it takes mu_.
   std::atomic<bool> aborted_{false};

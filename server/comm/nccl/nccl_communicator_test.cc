@@ -306,5 +306,68 @@ TEST(NcclCommunicatorTest, AbortUnblocksACollectiveThePeersNeverJoin) {
   EXPECT_LT(returned - aborted, absl::Seconds(5));
 }
 
+// Stream-ordered use (the backend's stream): collectives return once enqueued, run in order on
+// that stream, and Synchronize() waits for them.
+TEST(NcclCommunicatorTest, StreamOrderedCollectivesCompleteAtSynchronize) {
+  SKIP_WITHOUT_GPUS(1);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  {
+    InMemoryStore store;
+    NcclOptions options = Options(0);
+    options.stream = stream;
+    auto comm = CreateNcclCommunicator(&store, 0, 1, options);
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    constexpr int64_t kCount = 1 << 20;
+    DeviceBuffer data(kCount);
+    data.Upload(std::vector<float>(kCount, 3.0f));
+    DeviceBuffer gathered(kCount);
+    // Ordered on the stream: the gather sees the all-reduced values.
+    ASSERT_TRUE((*comm)->AllReduceSum(data.data(), kCount).ok());
+    ASSERT_TRUE((*comm)->AllGather(data.data(), kCount, gathered.data()).ok());
+    ASSERT_TRUE((*comm)->Synchronize().ok());
+    EXPECT_EQ(cudaStreamQuery(stream), cudaSuccess);
+    const std::vector<float> out = gathered.Download();
+    EXPECT_EQ(out.front(), 3.0f);
+    EXPECT_EQ(out.back(), 3.0f);
+  }
+  // The stream was borrowed: it outlives the communicator.
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+// A stream-ordered collective whose peer never arrives does not block the caller; Synchronize
+// is bounded by the timeout and aborts the communicator.
+TEST(NcclCommunicatorTest, StreamOrderedSynchronizeTimesOutWhenAPeerIsMissing) {
+  SKIP_WITHOUT_GPUS(2);
+  InMemoryStore store;
+  cudaStream_t streams[2] = {nullptr, nullptr};
+  std::vector<std::unique_ptr<Communicator>> world(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      ASSERT_EQ(cudaSetDevice(r), cudaSuccess);
+      ASSERT_EQ(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking), cudaSuccess);
+      NcclOptions options = Options(r, absl::Seconds(2));
+      options.stream = streams[r];
+      auto comm = CreateNcclCommunicator(&store, r, 2, options);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      world[r] = std::move(*comm);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_NE(world[0], nullptr);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  DeviceBuffer data(1024);
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(world[0]->AllReduceSum(data.data(), 1024).ok());  // rank 1 never joins
+  const absl::Status sync = world[0]->Synchronize();
+  EXPECT_EQ(sync.code(), absl::StatusCode::kDeadlineExceeded) << sync;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  world[1]->Abort();
+  world.clear();
+  for (cudaStream_t s : streams) cudaStreamDestroy(s);
+}
+
 }  // namespace
 }  // namespace tpserve::comm
