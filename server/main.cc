@@ -10,7 +10,9 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "glog/logging.h"
 #include "server/cli/generate_command.h"
 #include "server/cli/inspect_command.h"
@@ -53,6 +55,13 @@ ABSL_FLAG(int32_t, metrics_port, 0,
           "worker/serve/coordinator: Prometheus /metrics port on the listen host (0: none); "
           "serve's worker rank r uses metrics_port + 1 + r");
 ABSL_FLAG(int32_t, tp, 2, "serve: tensor-parallel world size (local worker processes)");
+ABSL_FLAG(int32_t, device, -1, "worker: CUDA ordinal of the GPU to compute on (-1: the CPU)");
+ABSL_FLAG(std::string, devices, "",
+          "serve: GPU of each local worker, comma-separated (0,1: rank 0 on GPU 0, rank 1 on "
+          "GPU 1); empty: CPU workers");
+ABSL_FLAG(std::string, comm, "",
+          "serve/coordinator: worker communication, gloo or nccl (empty: nccl when serve's "
+          "--devices are distinct GPUs, else gloo; GPU workers sharing a GPU use gloo)");
 ABSL_FLAG(std::string, host, "127.0.0.1", "serve/coordinator: address to listen on");
 ABSL_FLAG(int32_t, port, 50051, "serve/coordinator: port of the public API (0: any free one)");
 ABSL_FLAG(bool, reflection, true, "serve/coordinator: enable gRPC server reflection");
@@ -79,8 +88,9 @@ constexpr char kUsage[] =
     "  generate --model PATH --prompt TEXT [--chat] [--max_tokens N] [--temperature T]\n"
     "           [--top_k K] [--top_p P] [--min_p P] [--seed S] [--threads N] [--json]\n"
     "           [--workers HOST:PORT,... [--kv_budget_mb M]]   (on a world of workers)\n"
-    "  worker   --listen HOST:PORT [--port_file F]   (serves until SIGINT/SIGTERM)\n"
-    "  serve    --model PATH [--tp N] [--host H] [--port P] [--threads N] [limits]\n"
+    "  worker   --listen HOST:PORT [--port_file F] [--device N]   (until SIGINT/SIGTERM)\n"
+    "  serve    --model PATH [--tp N] [--devices 0,1,...] [--comm gloo|nccl] [--host H]\n"
+    "           [--port P] [--threads N] [limits]\n"
     "           (N local workers and the public API; SIGTERM drains)\n"
     "  coordinator --model PATH --workers HOST:PORT,... [--host H] [--port P] [limits]\n"
     "flags may be written with dashes or underscores (--max-tokens = --max_tokens)\n";
@@ -119,7 +129,37 @@ absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags() {
   return o;
 }
 
-tpserve::cli::ServeOptions ServeOptionsFromFlags() {
+// "0,1" → {0, 1}; InvalidArgument naming --devices for anything else.
+absl::StatusOr<std::vector<int>> ParseDevices(const std::string& text) {
+  std::vector<int> devices;
+  if (text.empty()) return devices;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int d = -1;
+    if (!absl::SimpleAtoi(part, &d) || d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--devices: '", part, "' is not a GPU ordinal (want e.g. 0,1)"));
+    }
+    devices.push_back(d);
+  }
+  return devices;
+}
+
+// --comm, or its default: NCCL for distinct GPUs (NCCL refuses two ranks on one GPU), else Gloo.
+absl::StatusOr<tpserve::v1::CommBackend> CommBackendFromFlags(const std::vector<int>& devices) {
+  const std::string comm = absl::GetFlag(FLAGS_comm);
+  if (comm == "gloo") return tpserve::v1::COMM_BACKEND_GLOO;
+  if (comm == "nccl") return tpserve::v1::COMM_BACKEND_NCCL;
+  if (!comm.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--comm: '", comm, "' is not gloo or nccl"));
+  }
+  std::vector<int> sorted = devices;
+  std::sort(sorted.begin(), sorted.end());
+  const bool distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+  return !devices.empty() && distinct ? tpserve::v1::COMM_BACKEND_NCCL
+                                      : tpserve::v1::COMM_BACKEND_GLOO;
+}
+
+absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {
   tpserve::cli::ServeOptions o;
   tpserve::coordinator::CoordinatorOptions& c = o.coordinator;
   c.model_path = absl::GetFlag(FLAGS_model);
@@ -136,6 +176,12 @@ tpserve::cli::ServeOptions ServeOptionsFromFlags() {
   c.pool.threads = static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_threads)));
   c.pool.step_deadline = absl::Seconds(absl::GetFlag(FLAGS_step_timeout_s));
   o.tp = absl::GetFlag(FLAGS_tp);
+  absl::StatusOr<std::vector<int>> devices = ParseDevices(absl::GetFlag(FLAGS_devices));
+  if (!devices.ok()) return devices.status();
+  o.devices = *std::move(devices);
+  absl::StatusOr<tpserve::v1::CommBackend> backend = CommBackendFromFlags(o.devices);
+  if (!backend.ok()) return backend.status();
+  c.pool.backend = *backend;
   o.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
   o.binary = "/proc/self/exe";
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
@@ -203,11 +249,13 @@ int main(int argc, char** argv) {
   if (command == "worker") {
     return Finish(
         tpserve::cli::RunWorker({absl::GetFlag(FLAGS_listen), absl::GetFlag(FLAGS_port_file),
-                                 absl::GetFlag(FLAGS_metrics_port)}));
+                                 absl::GetFlag(FLAGS_metrics_port), absl::GetFlag(FLAGS_device)}));
   }
   if (command == "serve" || command == "coordinator") {
     if (absl::Status flags = CheckServeFlags(); !flags.ok()) return Finish(flags);
-    tpserve::cli::ServeOptions options = ServeOptionsFromFlags();
+    absl::StatusOr<tpserve::cli::ServeOptions> parsed = ServeOptionsFromFlags();
+    if (!parsed.ok()) return Finish(parsed.status());
+    tpserve::cli::ServeOptions options = *std::move(parsed);
     if (command == "coordinator") {
       absl::StatusOr<std::vector<std::string>> list =
           tpserve::coordinator::ParseWorkerList(absl::GetFlag(FLAGS_workers));

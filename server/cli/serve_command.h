@@ -6,6 +6,7 @@
 #define TPSERVE_SERVER_CLI_SERVE_COMMAND_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -16,6 +17,7 @@ namespace tpserve::cli {
 struct ServeOptions {
   coordinator::CoordinatorOptions coordinator;  // pool.workers empty for `serve`
   int tp = 2;                                   // `serve`: local workers to start
+  std::vector<int> devices;                     // `serve`: GPU of each worker; empty: CPU
   std::string binary;                           // `serve`: this program, to exec the workers
   int metrics_port = 0;  // coordinator /metrics (0: none); `serve`'s rank r on +1+r
   absl::Duration drain_timeout = absl::Seconds(30);

@@ -26,6 +26,7 @@ absl::Status RunWorker(const WorkerCommandOptions& options) {
   std::unique_ptr<MetricsServer> metrics_server;
   std::unique_ptr<worker::WorkerMetrics> metrics;
   worker::WorkerServiceOptions service;
+  service.device = options.device;
   if (options.metrics_port > 0) {
     const std::string host = options.listen.substr(0, options.listen.rfind(':'));
     absl::StatusOr<std::unique_ptr<MetricsServer>> started =

@@ -20,13 +20,19 @@ namespace tpserve::cli {
 absl::StatusOr<std::unique_ptr<WorkerProcesses>> WorkerProcesses::Start(const std::string& binary,
                                                                         int count,
                                                                         int metrics_port_base,
-                                                                        absl::Duration timeout) {
+                                                                        absl::Duration timeout,
+                                                                        std::vector<int> devices) {
   if (count < 1) return absl::InvalidArgumentError(absl::StrCat("--tp must be >= 1, got ", count));
+  if (!devices.empty() && static_cast<int>(devices.size()) != count) {
+    return absl::InvalidArgumentError(absl::StrCat("--devices lists ", devices.size(),
+                                                   " GPUs for --tp ", count, " workers"));
+  }
   std::string pattern = (std::filesystem::temp_directory_path() / "tpserve-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) {
     return absl::InternalError(absl::StrCat("mkdtemp ", pattern, ": ", strerror(errno)));
   }
-  std::unique_ptr<WorkerProcesses> w(new WorkerProcesses(binary, pattern, metrics_port_base));
+  std::unique_ptr<WorkerProcesses> w(
+      new WorkerProcesses(binary, pattern, metrics_port_base, std::move(devices)));
   for (int rank = 0; rank < count; ++rank) {
     absl::StatusOr<pid_t> pid = w->Spawn(rank, 0);
     if (!pid.ok()) return pid.status();  // the destructor stops the others
@@ -86,6 +92,9 @@ absl::StatusOr<pid_t> WorkerProcesses::Spawn(int rank, int port) const {
                                    absl::StrCat("--port_file=", PortFile(rank))};
   if (metrics_port_base_ > 0) {
     args.push_back(absl::StrCat("--metrics_port=", metrics_port_base_ + 1 + rank));
+  }
+  if (!devices_.empty()) {
+    args.push_back(absl::StrCat("--device=", devices_[rank]));
   }
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);

@@ -25,9 +25,11 @@ class WorkerProcesses {
   // Starts `count` children of `binary` (this program) and waits, bounded by `timeout`, for
   // each to report its port. Call with SIGINT/SIGTERM blocked (children unblock them).
   // With `metrics_port_base` > 0, rank r serves its metrics on metrics_port_base + 1 + r.
+  // `devices` empty: CPU workers; otherwise rank r computes on GPU devices[r] (count entries).
   static absl::StatusOr<std::unique_ptr<WorkerProcesses>> Start(const std::string& binary,
                                                                 int count, int metrics_port_base,
-                                                                absl::Duration timeout);
+                                                                absl::Duration timeout,
+                                                                std::vector<int> devices = {});
   ~WorkerProcesses();  // Stop()
 
   // "127.0.0.1:port" of each rank.
@@ -41,8 +43,12 @@ class WorkerProcesses {
     int port = 0;
     int restarts = 0;
   };
-  WorkerProcesses(std::string binary, std::string dir, int metrics_port_base)
-      : binary_(std::move(binary)), dir_(std::move(dir)), metrics_port_base_(metrics_port_base) {}
+  WorkerProcesses(std::string binary, std::string dir, int metrics_port_base,
+                  std::vector<int> devices)
+      : binary_(std::move(binary)),
+        dir_(std::move(dir)),
+        metrics_port_base_(metrics_port_base),
+        devices_(std::move(devices)) {}
 
   // Forks and execs rank `rank`'s worker on `port` (0: any; reported in its port file).
   absl::StatusOr<pid_t> Spawn(int rank, int port) const;
@@ -52,6 +58,7 @@ class WorkerProcesses {
   const std::string binary_;
   const std::string dir_;  // private temporary directory for the port files
   const int metrics_port_base_;
+  const std::vector<int> devices_;  // [count] GPU of each rank, or empty: CPU workers
   mutable absl::Mutex mu_;
   std::vector<Child> children_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

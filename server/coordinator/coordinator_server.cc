@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   info.set_context_length(static_cast<uint32_t>(config.context_length));
   info.set_vocab_size(static_cast<uint32_t>(s->tokenizer_->vocab_size()));
   info.set_world_size(static_cast<uint32_t>(world));
-  info.set_backend("gloo");
+  info.set_backend(options.pool.backend == tpserve::v1::COMM_BACKEND_NCCL ? "nccl" : "gloo");
   info.set_max_input_tokens(limits.max_input_tokens);
   info.set_max_total_tokens(limits.max_total_tokens);
   info.set_max_new_tokens(limits.max_new_tokens);

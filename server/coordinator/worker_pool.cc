@@ -140,7 +140,7 @@ absl::Status WorkerPool::Start() {
     init->set_model_path(options_.model_path);
     init->set_rank(static_cast<uint32_t>(s->rank));
     init->set_world_size(static_cast<uint32_t>(world_size()));
-    init->set_backend(tpserve::v1::COMM_BACKEND_GLOO);
+    init->set_backend(options_.backend);
     init->set_kv_budget_bytes(options_.kv_budget_bytes);
     init->set_kv_block_size(options_.kv_block_size);
     init->set_world_generation(generation);

@@ -41,6 +41,9 @@ struct WorkerPoolOptions {
   uint64_t kv_budget_bytes = 64ull << 20;             // per worker
   uint32_t kv_block_size = 16;                        // tokens per KV block
   uint32_t threads = 0;                               // compute threads per worker (0: its default)
+  // How the workers talk: Gloo (CPU workers, or GPU workers staged through host memory) or
+  // NCCL (GPU workers, one GPU each).
+  tpserve::v1::CommBackend backend = tpserve::v1::COMM_BACKEND_GLOO;
   absl::Duration comm_timeout = absl::Seconds(30);    // per collective, and the rendezvous
   absl::Duration ready_timeout = absl::Seconds(120);  // Init → every Ready
   absl::Duration step_deadline = absl::Seconds(30);   // when a Step carries no deadline_ms

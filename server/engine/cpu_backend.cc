@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/add.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/hash_uniform.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/swiglu.h"
@@ -23,15 +24,6 @@ absl::Status ExpectShape(const char* what, const Tensor& t, int64_t rows, int64_
                                             t.rows, ", ", t.cols, "]"));
   }
   return absl::OkStatus();
-}
-
-// Uniform in [-1, 1) from (seed, i): splitmix64 of the pair, top 24 bits.
-float HashUniform(uint64_t seed, int64_t i) {
-  uint64_t z = seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i) + 0x632be59bd9b4e019ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return static_cast<float>(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
 }
 
 }  // namespace
@@ -65,7 +57,7 @@ absl::Status CpuBackend::Download(const Tensor& t, float* host) {
 
 absl::Status CpuBackend::FillRandom(Tensor t, uint64_t seed, float scale) {
   float* data = F32(t);
-  for (int64_t i = 0; i < t.elements(); ++i) data[i] = scale * HashUniform(seed, i);
+  for (int64_t i = 0; i < t.elements(); ++i) data[i] = scale * kernels::HashUniform(seed, static_cast<uint64_t>(i));
   return absl::OkStatus();
 }
 

@@ -45,17 +45,15 @@ WorkerMessage ErrorMessage(const std::string& text) {
 
 }  // namespace
 
-absl::Status ValidateInit(const Init& init) {
+absl::Status ValidateInit(const Init& init, int device) {
   if (init.world_size() == 0) return absl::InvalidArgumentError("Init: world_size must be >= 1");
   if (init.rank() >= init.world_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Init: rank ", init.rank(), " is out of range for world_size ", init.world_size()));
   }
-  if (init.backend() != tpserve::v1::COMM_BACKEND_GLOO) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Init: backend ", tpserve::v1::CommBackend_Name(init.backend()),
-                     " is not supported by this CPU worker (want COMM_BACKEND_GLOO)"));
-  }
+  RankDevice where;
+  where.device = device;
+  RETURN_IF_ERROR(CheckRankBackend(init.backend(), where));
   if (init.model_path().empty()) return absl::InvalidArgumentError("Init: model_path is empty");
   if (::access(init.model_path().c_str(), R_OK) != 0) {
     return absl::FailedPreconditionError(
@@ -84,7 +82,7 @@ grpc::Status WorkerSession::Run() {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, text);
   }
   const Init init = first.init();
-  if (absl::Status valid = ValidateInit(init); !valid.ok()) {
+  if (absl::Status valid = ValidateInit(init, options_.device); !valid.ok()) {
     LOG(WARNING) << "refusing Init: " << valid;
     const std::string text(valid.message());
     Write(ErrorMessage(text));
@@ -152,14 +150,18 @@ absl::Status WorkerSession::BuildWorld(const Init& init) {
   spec.host = init.comm_host().empty() ? "127.0.0.1" : init.comm_host();
   if (init.comm_timeout_ms() > 0) spec.timeout = absl::Milliseconds(init.comm_timeout_ms());
   spec.prefix = absl::StrCat("gen", init.world_generation(), "/");
-  absl::StatusOr<std::unique_ptr<comm::Communicator>> inner =
-      options_.comm_factory(store_.get(), spec);
-  if (!inner.ok()) {
-    return absl::Status(inner.status().code(),
-                        absl::StrCat("communicator: ", inner.status().message()));
+  RankDevice where;
+  where.device = options_.device;
+  where.threads = std::max<int>(1, static_cast<int>(init.threads()));
+  absl::StatusOr<RankResources> rank =
+      BuildRank(init.backend(), where, store_.get(), spec, options_.comm_factory);
+  if (!rank.ok()) {
+    return absl::Status(rank.status().code(),
+                        absl::StrCat("communicator: ", rank.status().message()));
   }
+  backend_ = std::move(rank->backend);
   if (options_.metrics != nullptr) metrics_.emplace(options_.metrics->ForRank(rank_));
-  comm_ = std::make_unique<TimedCommunicator>(*std::move(inner),
+  comm_ = std::make_unique<TimedCommunicator>(std::move(rank->comm),
                                               metrics_.has_value() ? &*metrics_ : nullptr);
   {
     absl::MutexLock lock(&mu_);
@@ -167,7 +169,6 @@ absl::Status WorkerSession::BuildWorld(const Init& init) {
     if (closed_) comm_->Abort();
   }
 
-  backend_ = std::make_unique<engine::CpuBackend>(std::max<int>(1, init.threads()));
   engine::EngineOptions options;
   if (init.kv_budget_bytes() > 0) {
     options.kv_budget_bytes = static_cast<int64_t>(init.kv_budget_bytes());
@@ -220,8 +221,8 @@ void WorkerSession::Execute(const Init& init) {
   if (comm_ != nullptr) comm_->Abort();
   comm_for_abort_ = nullptr;
   model_.reset();
+  comm_.reset();  // a GPU communicator borrows the backend's stream: it goes first
   backend_.reset();
-  comm_.reset();
   weights_.reset();
 }
 

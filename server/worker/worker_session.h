@@ -19,11 +19,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
-#include "server/engine/cpu_backend.h"
+#include "server/engine/backend.h"
 #include "server/engine/llama_model.h"
 #include "server/engine/sampler.h"
 #include "server/model/weight_source.h"
 #include "server/worker/comm_factory.h"
+#include "server/worker/rank_factory.h"
 #include "server/worker/stream_store.h"
 #include "server/worker/timed_communicator.h"
 #include "server/worker/worker_metrics.h"
@@ -40,14 +41,17 @@ struct WorkerServiceOptions {
   absl::Duration close_grace = absl::Seconds(5);
   // Where the worker's Prometheus metrics go; null: not recorded.
   WorkerMetrics* metrics = nullptr;
+  // The CUDA ordinal this worker computes on; -1: the CPU (threads from Init).
+  int device = -1;
 };
 
 using SessionStream =
     grpc::ServerReaderWriterInterface<tpserve::v1::WorkerMessage, tpserve::v1::CoordinatorMessage>;
 
-// OK when Init can be served: rank < world_size, backend GLOO, model path readable;
-// InvalidArgument / FailedPrecondition naming the field otherwise.
-absl::Status ValidateInit(const tpserve::v1::Init& init);
+// OK when Init can be served on `device` (-1: CPU): rank < world_size, a backend this worker
+// has (GLOO; NCCL on a GPU), model path readable; InvalidArgument / FailedPrecondition naming
+// the field otherwise.
+absl::Status ValidateInit(const tpserve::v1::Init& init, int device = -1);
 
 class WorkerSession {
  public:
@@ -88,7 +92,7 @@ class WorkerSession {
   // Owned by the executor thread.
   int rank_ = 0;
   std::unique_ptr<model::WeightSource> weights_;
-  std::unique_ptr<engine::CpuBackend> backend_;
+  std::unique_ptr<engine::Backend> backend_;
   std::optional<WorkerMetrics::Rank> metrics_;  // this rank's, when options_.metrics is set
   std::unique_ptr<TimedCommunicator> comm_;
   std::unique_ptr<engine::LlamaModel> model_;
