@@ -157,7 +157,7 @@ absl::Status WorkerSession::BuildWorld(const Init& init) {
       BuildRank(init.backend(), where, store_.get(), spec, options_.comm_factory);
   if (!rank.ok()) {
     return absl::Status(rank.status().code(),
-                        absl::StrCat("communicator: ", rank.status().message()));
+                        absl::StrCat("backend and communicator: ", rank.status().message()));
   }
   backend_ = std::move(rank->backend);
   if (options_.metrics != nullptr) metrics_.emplace(options_.metrics->ForRank(rank_));

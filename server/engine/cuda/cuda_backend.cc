@@ -55,9 +55,14 @@ int64_t Append(std::vector<int32_t>* out, const std::vector<int32_t>& values) {
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device) {
   int count = 0;
-  CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+  if (absl::Status s = cuda::CudaStatus(cudaGetDeviceCount(&count), "cudaGetDeviceCount",
+                                        __FILE__, __LINE__);
+      !s.ok()) {
+    (void)cudaGetLastError();
+    return absl::FailedPreconditionError(absl::StrCat("no usable GPU: ", s.message()));
+  }
   if (device < 0 || device >= count) {
-    return absl::InvalidArgumentError(
+    return absl::FailedPreconditionError(
         absl::StrCat("device ", device, " is outside the ", count, " visible GPUs"));
   }
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
