@@ -137,7 +137,9 @@ def test_compose_config_gpu_override():
         device_ids += device["device_ids"]
         # The base file's health check survives the override's partial one.
         assert s["healthcheck"]["test"][2] == "127.0.0.1:7001"
+        assert s["command"][-1] == "--device=0", "the container's one GPU"
     assert len(set(device_ids)) == 2, "each worker gets a GPU of its own"
+    assert "--comm=nccl" in tpserve["coordinator"]["command"]
     assert tpserve["coordinator"]["build"]["target"] == "cpu"
     assert tpserve["coordinator"]["depends_on"]["worker0"]["condition"] == "service_healthy"
 
@@ -322,7 +324,8 @@ def test_k8s_gpu_workers():
     # Same names and ranks as the CPU StatefulSet: the coordinator does not change.
     assert gpu["spec"]["serviceName"] == cpu["spec"]["serviceName"]
     assert gpu["spec"]["replicas"] == cpu["spec"]["replicas"]
-    assert container["args"] == _container(cpu)["args"]
+    # The CPU worker's arguments plus the one GPU the container is given.
+    assert container["args"] == _container(cpu)["args"] + ["--device=0"]
 
 
 # --------------------------------------------------------------------------------------------
