@@ -1,5 +1,6 @@
 // Host-side f32 <-> bf16 conversion for uploads and downloads (round to nearest even, NaN kept
-// quiet), identical to __float2bfloat16_rn on the device. Plain functions; thread-safe.
+// quiet), bit for bit __float2bfloat16_rn on the device except for NaN payloads (both give a quiet
+// NaN, CUDA's is canonical). Plain functions; thread-safe.
 #ifndef TPSERVE_KERNELS_CUDA_BF16_HOST_H_
 #define TPSERVE_KERNELS_CUDA_BF16_HOST_H_
 

@@ -1,6 +1,7 @@
 // Deterministic pseudo-random fill on the GPU, for synthetic models made on the device (the
-// decode benchmark): value i = scale * u(seed, i), u uniform in [-1, 1) from a counter-based
-// hash, so the same (seed, i) gives the same value on any launch shape. Stateless launcher.
+// decode benchmark): value i = scale * u(seed, i) rounded to T, u uniform in [-1, 1) from a
+// counter-based hash, so the same (seed, i) gives the same value on any launch shape. Stateless
+// launcher.
 #ifndef TPSERVE_KERNELS_CUDA_FILL_RANDOM_CUH_
 #define TPSERVE_KERNELS_CUDA_FILL_RANDOM_CUH_
 
