@@ -27,15 +27,20 @@ struct PagedAttentionArgs {
   int64_t m = 0;  // rows of the step
   int64_t n_q_heads = 0;
   int64_t n_kv_heads = 0;  // divides n_q_heads
-  int64_t head_dim = 0;    // <= 256, a multiple of 32... of 2 at least; see the .cu
-  float scale = 1.0f;      // usually 1 / sqrt(head_dim)
+  // Any value in [1, 256]. 64, 128 and 256 are the fast paths; others run padded to the next of
+  // them (multiples of 8 keep vector loads, other values use scalar loads).
+  int64_t head_dim = 0;
+  float scale = 1.0f;  // usually 1 / sqrt(head_dim)
 
-  __nv_bfloat16* k_cache = nullptr;  // this layer: [num_blocks, block_size, n_kv_heads, head_dim]
+  // This layer: [num_blocks, block_size, n_kv_heads, head_dim], 16-byte aligned.
+  __nv_bfloat16* k_cache = nullptr;
   __nv_bfloat16* v_cache = nullptr;
   int64_t block_size = 16;
 
   // Step metadata (device copies of an AttentionPlan and the block tables).
-  const int32_t* slots = nullptr;  // [m] cache slot of each new token (block * block_size + off)
+  // [m] cache slot of each new token (block * block_size + off); rows with a negative slot are
+  // not written.
+  const int32_t* slots = nullptr;
   const int32_t* seq_q_start = nullptr;     // [n_seqs]
   const int32_t* seq_num_tokens = nullptr;  // [n_seqs]
   const int32_t* seq_start_pos = nullptr;   // [n_seqs]
@@ -45,13 +50,14 @@ struct PagedAttentionArgs {
   const int32_t* decode_splits = nullptr;      // [n_decode]
   const int32_t* decode_split_keys = nullptr;  // [n_decode]
   int32_t n_decode = 0;
-  int32_t max_splits = 0;
+  int32_t max_splits = 0;  // the plan's max_splits (or more): the partials' split stride
   const int32_t* prefill_tile_seq = nullptr;    // [n_prefill_tiles]
   const int32_t* prefill_tile_first = nullptr;  // [n_prefill_tiles]
   int32_t n_prefill_tiles = 0;
-  int32_t prefill_tile_queries = 16;
+  int32_t prefill_tile_queries = 16;  // the plan's AttentionPlanOptions::prefill_tile_queries
 
-  // Split-K partials: [AttentionPartialsFloats(...)] f32 device scratch.
+  // Split-K partials: [AttentionPartialsFloats(n_decode, n_q_heads, max_splits, head_dim)] f32
+  // device scratch.
   float* partials = nullptr;
 
   __nv_bfloat16* out = nullptr;  // [m, n_q_heads * head_dim]
