@@ -34,9 +34,10 @@ absl::Status CheckRankBackend(CommBackend backend, const RankDevice& where) {
 #ifdef TPSERVE_HAVE_CUDA
   return absl::OkStatus();
 #else
-  return absl::InvalidArgumentError(absl::StrCat(
-      "worker: --device ", where.device, " asks for a GPU, but this build has no CUDA backend "
-      "(configure with TPSERVE_CUDA=ON)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("worker: --device ", where.device,
+                   " asks for a GPU, but this build has no CUDA backend "
+                   "(configure with TPSERVE_CUDA=ON)"));
 #endif
 }
 
