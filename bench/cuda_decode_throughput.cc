@@ -21,8 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
-#include "server/common/status_macros.h"
 #include "server/comm/communicator.h"
+#include "server/common/status_macros.h"
 #include "server/engine/cuda/cuda_backend.h"
 #include "server/engine/llama_model.h"
 

@@ -25,11 +25,11 @@ inline int VisibleGpus() {
 }
 
 // Skips the test, with the reason printed, when no GPU is visible.
-#define TPSERVE_SKIP_WITHOUT_GPU()                                                        \
-  do {                                                                                    \
-    if (::tpserve::cuda::testing::VisibleGpus() == 0) {                                   \
-      GTEST_SKIP() << "no GPU visible to the CUDA driver: CUDA kernels cannot run here";  \
-    }                                                                                     \
+#define TPSERVE_SKIP_WITHOUT_GPU()                                                       \
+  do {                                                                                   \
+    if (::tpserve::cuda::testing::VisibleGpus() == 0) {                                  \
+      GTEST_SKIP() << "no GPU visible to the CUDA driver: CUDA kernels cannot run here"; \
+    }                                                                                    \
   } while (0)
 
 // A device array of T with its size; freed on destruction.

@@ -24,8 +24,8 @@ class Gemm {
   Gemm& operator=(const Gemm&) = delete;
 
   // y = x · wᵀ. x: [m, k] bf16, w: [n, k] bf16, y: [m, n] f32 (all row-major, device).
-  absl::Status Run(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, int64_t m,
-                   int64_t n, int64_t k);
+  absl::Status Run(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, int64_t m, int64_t n,
+                   int64_t k);
 
  private:
   Gemm(cublasHandle_t handle, void* workspace) : handle_(handle), workspace_(workspace) {}

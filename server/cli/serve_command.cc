@@ -22,9 +22,9 @@ absl::Status RunServe(ServeOptions options) {
   }
   std::unique_ptr<WorkerProcesses> workers;
   if (options.coordinator.pool.workers.empty()) {
-    ASSIGN_OR_RETURN(workers, WorkerProcesses::Start(options.binary, options.tp,
-                                                     options.metrics_port, absl::Seconds(60),
-                                                     options.devices));
+    ASSIGN_OR_RETURN(workers,
+                     WorkerProcesses::Start(options.binary, options.tp, options.metrics_port,
+                                            absl::Seconds(60), options.devices));
     options.coordinator.pool.workers = workers->addresses();
   }
   if (options.metrics_port > 0) {

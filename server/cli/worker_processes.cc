@@ -24,8 +24,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcesses>> WorkerProcesses::Start(const st
                                                                         std::vector<int> devices) {
   if (count < 1) return absl::InvalidArgumentError(absl::StrCat("--tp must be >= 1, got ", count));
   if (!devices.empty() && static_cast<int>(devices.size()) != count) {
-    return absl::InvalidArgumentError(absl::StrCat("--devices lists ", devices.size(),
-                                                   " GPUs for --tp ", count, " workers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--devices lists ", devices.size(), " GPUs for --tp ", count, " workers"));
   }
   std::string pattern = (std::filesystem::temp_directory_path() / "tpserve-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) {

@@ -36,11 +36,11 @@
 namespace tpserve::coordinator {
 
 struct WorkerPoolOptions {
-  std::vector<std::string> workers;                   // "host:port" of each worker; position = rank
-  std::string model_path;                             // as the workers see it
-  uint64_t kv_budget_bytes = 64ull << 20;             // per worker
-  uint32_t kv_block_size = 16;                        // tokens per KV block
-  uint32_t threads = 0;                               // compute threads per worker (0: its default)
+  std::vector<std::string> workers;        // "host:port" of each worker; position = rank
+  std::string model_path;                  // as the workers see it
+  uint64_t kv_budget_bytes = 64ull << 20;  // per worker
+  uint32_t kv_block_size = 16;             // tokens per KV block
+  uint32_t threads = 0;                    // compute threads per worker (0: its default)
   // How the workers talk: Gloo (CPU workers, or GPU workers staged through host memory) or
   // NCCL (GPU workers, one GPU each).
   tpserve::v1::CommBackend backend = tpserve::v1::COMM_BACKEND_GLOO;

@@ -10,6 +10,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/swiglu.h"
+#include "server/engine/rope_params.h"
 
 namespace tpserve::engine {
 namespace {
@@ -57,7 +58,8 @@ absl::Status CpuBackend::Download(const Tensor& t, float* host) {
 
 absl::Status CpuBackend::FillRandom(Tensor t, uint64_t seed, float scale) {
   float* data = F32(t);
-  for (int64_t i = 0; i < t.elements(); ++i) data[i] = scale * kernels::HashUniform(seed, static_cast<uint64_t>(i));
+  for (int64_t i = 0; i < t.elements(); ++i)
+    data[i] = scale * kernels::HashUniform(seed, static_cast<uint64_t>(i));
   return absl::OkStatus();
 }
 
@@ -83,28 +85,7 @@ absl::Status CpuBackend::InitKvCache(const KvCacheShape& shape) {
 }
 
 absl::Status CpuBackend::InitRope(const RopeSettings& rope) {
-  k::RopeParams p;
-  p.head_dim = rope.head_dim;
-  p.theta = rope.theta;
-  p.layout =
-      rope.style == model::RopeStyle::kNeox ? k::RopeLayout::kNeox : k::RopeLayout::kInterleaved;
-  switch (rope.scaling.type) {
-    case model::RopeScalingType::kNone:
-      p.scaling = k::RopeScaling::kNone;
-      break;
-    case model::RopeScalingType::kLinear:
-      p.scaling = k::RopeScaling::kLinear;
-      break;
-    case model::RopeScalingType::kLlama3:
-      p.scaling = k::RopeScaling::kLlama3;
-      break;
-  }
-  p.factor = rope.scaling.factor;
-  p.low_freq_factor = rope.scaling.low_freq_factor;
-  p.high_freq_factor = rope.scaling.high_freq_factor;
-  p.original_max_position_embeddings = static_cast<double>(rope.scaling.original_max_position);
-  p.cached_positions = rope.max_position;
-  rope_ = std::make_unique<k::RopeTable>(p);
+  rope_ = std::make_unique<k::RopeTable>(ToRopeParams(rope));
   return absl::OkStatus();
 }
 

@@ -169,8 +169,8 @@ absl::Status LlamaModel::MakeRandomWeights(uint64_t seed) {
   // ±sqrt(3 / cols)), so activations keep their scale through the layers.
   auto matrix = [&](int64_t rows, int64_t cols) -> absl::StatusOr<Tensor> {
     ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(rows, cols, wt));
-    RETURN_IF_ERROR(backend_->FillRandom(t, next_seed++,
-                                         std::sqrt(3.0f / static_cast<float>(cols))));
+    RETURN_IF_ERROR(
+        backend_->FillRandom(t, next_seed++, std::sqrt(3.0f / static_cast<float>(cols))));
     return t;
   };
   const std::vector<float> ones(d, 1.0f);

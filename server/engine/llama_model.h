@@ -43,12 +43,9 @@ class LlamaModel {
 
   // A model of `config`'s shape with synthetic weights made in `backend` (FillRandom from
   // `seed`; norm weights 1): for benchmarks of shapes whose files are not at hand.
-  static absl::StatusOr<std::unique_ptr<LlamaModel>> CreateRandom(const model::ModelConfig& config,
-                                                                  const model::ShardPlan& plan,
-                                                                  Backend* backend,
-                                                                  comm::Communicator* comm,
-                                                                  const EngineOptions& options,
-                                                                  uint64_t seed);
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> CreateRandom(
+      const model::ModelConfig& config, const model::ShardPlan& plan, Backend* backend,
+      comm::Communicator* comm, const EngineOptions& options, uint64_t seed);
 
   // Runs one step. `logits` receives, on every rank, [batch.num_logit_rows(), vocab_size]
   // f32: for each sequence in batch order, the logits of its last new token (want_logits)

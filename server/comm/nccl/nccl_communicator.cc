@@ -74,8 +74,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(Store* stor
   if (!stream_ordered) {
     CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   }
-  auto comm = std::make_unique<NcclCommunicator>(rank, world_size, options.device,
-                                                 options.timeout, stream, stream_ordered);
+  auto comm = std::make_unique<NcclCommunicator>(rank, world_size, options.device, options.timeout,
+                                                 stream, stream_ordered);
   RETURN_IF_ERROR(comm->Init(id, deadline));
   return comm;
 }

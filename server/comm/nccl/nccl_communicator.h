@@ -4,11 +4,11 @@
 // stream has finished the collective, so the results are ready for any stream. Given the
 // backend's stream (NcclOptions::stream) it is stream-ordered: a collective returns once
 // enqueued, ordered after the backend's work and before what the backend enqueues next, and
-// Synchronize() waits for the stream (no host synchronisation inside a step). A watchdog bounds each call by the
-// timeout: an NCCL async error or a missed deadline aborts the NCCL communicator and returns
-// Unavailable or DeadlineExceeded; from then on (and after Abort()) every call returns Aborted.
-// One thread drives the collectives at a time; Abort() is thread-safe and may come from any
-// thread.
+// Synchronize() waits for the stream (no host synchronisation inside a step). A watchdog bounds
+// each call by the timeout: an NCCL async error or a missed deadline aborts the NCCL communicator
+// and returns Unavailable or DeadlineExceeded; from then on (and after Abort()) every call returns
+// Aborted. One thread drives the collectives at a time; Abort() is thread-safe and may come from
+// any thread.
 #ifndef TPSERVE_SERVER_COMM_NCCL_NCCL_COMMUNICATOR_H_
 #define TPSERVE_SERVER_COMM_NCCL_NCCL_COMMUNICATOR_H_
 

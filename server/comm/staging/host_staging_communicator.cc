@@ -17,8 +17,8 @@ HostStagingCommunicator::HostStagingCommunicator(std::unique_ptr<Communicator> i
 HostStagingCommunicator::~HostStagingCommunicator() {
   if (staging_ == nullptr) return;
   // Copies still reading the buffer must finish before it goes.
-  absl::Status s = cuda::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize",
-                                    __FILE__, __LINE__);
+  absl::Status s =
+      cuda::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", __FILE__, __LINE__);
   s.Update(cuda::CudaStatus(cudaFreeHost(staging_), "cudaFreeHost", __FILE__, __LINE__));
   if (!s.ok()) LOG(WARNING) << "host staging communicator: " << s;
 }

@@ -19,6 +19,7 @@
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/swiglu.cuh"
 #include "server/common/status_macros.h"
+#include "server/engine/rope_params.h"
 
 namespace tpserve::engine {
 namespace {
@@ -55,8 +56,8 @@ int64_t Append(std::vector<int32_t>* out, const std::vector<int32_t>& values) {
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device) {
   int count = 0;
-  if (absl::Status s = cuda::CudaStatus(cudaGetDeviceCount(&count), "cudaGetDeviceCount",
-                                        __FILE__, __LINE__);
+  if (absl::Status s =
+          cuda::CudaStatus(cudaGetDeviceCount(&count), "cudaGetDeviceCount", __FILE__, __LINE__);
       !s.ok()) {
     (void)cudaGetLastError();
     return absl::FailedPreconditionError(absl::StrCat("no usable GPU: ", s.message()));
@@ -92,8 +93,8 @@ CudaBackend::~CudaBackend() {
     }
   }
   if (meta_copied_ != nullptr) {
-    s.Update(cuda::CudaStatus(cudaEventDestroy(meta_copied_), "cudaEventDestroy", __FILE__,
-                              __LINE__));
+    s.Update(
+        cuda::CudaStatus(cudaEventDestroy(meta_copied_), "cudaEventDestroy", __FILE__, __LINE__));
   }
   s.Update(cuda::CudaStatus(cudaStreamDestroy(stream_), "cudaStreamDestroy", __FILE__, __LINE__));
   if (!s.ok()) LOG(WARNING) << "cuda backend on device " << device_ << ": teardown: " << s;
@@ -133,8 +134,7 @@ absl::StatusOr<Tensor> CudaBackend::Allocate(int64_t rows, int64_t cols, DType d
 absl::Status CudaBackend::Upload(const float* host, Tensor t) {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   if (t.dtype == DType::kF32) {
-    CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(t.data, host, t.bytes(), cudaMemcpyHostToDevice, stream_));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(t.data, host, t.bytes(), cudaMemcpyHostToDevice, stream_));
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // `host` may go once we return
     return absl::OkStatus();
   }
@@ -201,30 +201,8 @@ absl::Status CudaBackend::InitKvCache(const KvCacheShape& shape) {
 }
 
 absl::Status CudaBackend::InitRope(const RopeSettings& rope) {
-  namespace k = ::tpserve::kernels::cpu;
-  k::RopeParams p;
-  p.head_dim = rope.head_dim;
-  p.theta = rope.theta;
-  p.layout =
-      rope.style == model::RopeStyle::kNeox ? k::RopeLayout::kNeox : k::RopeLayout::kInterleaved;
-  switch (rope.scaling.type) {
-    case model::RopeScalingType::kNone:
-      p.scaling = k::RopeScaling::kNone;
-      break;
-    case model::RopeScalingType::kLinear:
-      p.scaling = k::RopeScaling::kLinear;
-      break;
-    case model::RopeScalingType::kLlama3:
-      p.scaling = k::RopeScaling::kLlama3;
-      break;
-  }
-  p.factor = rope.scaling.factor;
-  p.low_freq_factor = rope.scaling.low_freq_factor;
-  p.high_freq_factor = rope.scaling.high_freq_factor;
-  p.original_max_position_embeddings = static_cast<double>(rope.scaling.original_max_position);
-  p.cached_positions = rope.max_position;
   // The CPU table's floats, so both backends rotate by identical angles.
-  const k::RopeTable table(p);
+  const kernels::cpu::RopeTable table(ToRopeParams(rope));
   const int64_t half = rope.head_dim / 2;
   std::vector<float> cos(rope.max_position * half), sin(rope.max_position * half);
   for (int32_t pos = 0; pos < rope.max_position; ++pos) {
@@ -285,17 +263,15 @@ absl::Status CudaBackend::BeginStep(const StepBatch& batch) {
     if (t == 0) return absl::InvalidArgumentError(absl::StrCat("sequence ", s, " has no tokens"));
     const int64_t end = seq.start_pos + t;
     if (seq.start_pos < 0 || end > rope_positions_) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": positions [",
-                                                     seq.start_pos, ", ", end,
-                                                     ") leave the context [0, ", rope_positions_,
-                                                     ")"));
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": positions [", seq.start_pos,
+                                                     ", ", end, ") leave the context [0, ",
+                                                     rope_positions_, ")"));
     }
     const int64_t needed_blocks = (end + bs - 1) / bs;
     if (static_cast<int64_t>(seq.block_table.size()) < needed_blocks) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block table has ",
-                                                     seq.block_table.size(),
-                                                     " blocks, positions up to ", end, " need ",
-                                                     needed_blocks));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", s, ": block table has ", seq.block_table.size(),
+                       " blocks, positions up to ", end, " need ", needed_blocks));
     }
     for (size_t b = 0; b < seq.block_table.size(); ++b) {
       const int32_t block = seq.block_table[b];
@@ -364,8 +340,8 @@ absl::Status CudaBackend::Embed(const Tensor& table, Tensor out) {
     return absl::InternalError(absl::StrCat("Embed out: expected [", m, ", ", table.cols,
                                             "], got [", out.rows, ", ", out.cols, "]"));
   }
-  CUDA_RETURN_IF_ERROR(cuda::LaunchEmbeddingGather(Bf16(table), Meta(layout_.tokens), m,
-                                                   table.cols, F32(out), stream_));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchEmbeddingGather(Bf16(table), Meta(layout_.tokens), m, table.cols,
+                                                   F32(out), stream_));
   return absl::OkStatus();
 }
 

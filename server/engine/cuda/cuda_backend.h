@@ -118,7 +118,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t meta_copied_ = nullptr;  // recorded after each step's metadata copy
   float* partials_ = nullptr;          // [partials_capacity_] split-K scratch
   int64_t partials_capacity_ = 0;
-  void* host_staging_ = nullptr;       // pinned [host_staging_bytes_] for downloads
+  void* host_staging_ = nullptr;  // pinned [host_staging_bytes_] for downloads
   int64_t host_staging_bytes_ = 0;
 };
 

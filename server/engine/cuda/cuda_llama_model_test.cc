@@ -186,9 +186,11 @@ TEST(CudaLlamaModelTest, SmolLm2GreedyTokensAgreeWithTheCpu) {
 
   auto tokenizer = model::Tokenizer::Load(kModel);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  auto prompt = (*tokenizer)->Encode(
-      "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
-      /*add_special=*/false);
+  auto prompt =
+      (*tokenizer)
+          ->Encode(
+              "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
+              /*add_special=*/false);
   ASSERT_TRUE(prompt.ok()) << prompt.status();
   constexpr int kSteps = 32;
   std::vector<float> cpu_rows, gpu_rows;
@@ -231,8 +233,8 @@ TEST(CudaLlamaModelTest, SmolLm2GreedyTokensAgreeWithTheCpu) {
 // The model for the multi-rank test: SmolLM2 when the file is there (so TP=2 can be compared
 // with TP=1), otherwise the synthetic one (whose weights are hashed per rank-local tensor, so
 // only the ranks' agreement with each other can be checked).
-absl::StatusOr<std::unique_ptr<LlamaModel>> MakeModel(const model::WeightSource* weights,
-                                                      int rank, int world, Backend* backend,
+absl::StatusOr<std::unique_ptr<LlamaModel>> MakeModel(const model::WeightSource* weights, int rank,
+                                                      int world, Backend* backend,
                                                       comm::Communicator* comm) {
   const model::ModelConfig config = weights != nullptr ? weights->config() : SmallConfig();
   absl::StatusOr<model::ShardPlan> plan = model::MakeShardPlan(config, rank, world);
