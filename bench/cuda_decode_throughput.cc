@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "kernels/cuda/check.h"
 #include "nlohmann/json.hpp"
 #include "server/comm/communicator.h"
 #include "server/common/status_macros.h"
@@ -62,24 +63,25 @@ model::ModelConfig Llama3_8B() {
 absl::StatusOr<double> CopyBandwidth(int64_t bytes) {
   void* a = nullptr;
   void* b = nullptr;
-  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) {
-    return absl::ResourceExhaustedError("cannot allocate the copy buffers");
-  }
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);  // warm-up
+  CUDA_RETURN_IF_ERROR(cudaMalloc(&a, bytes));
+  CUDA_RETURN_IF_ERROR(cudaMalloc(&b, bytes));
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+  CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));  // warm-up
   constexpr int kReps = 10;
-  cudaEventRecord(start);
-  for (int i = 0; i < kReps; ++i) cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
-  cudaEventRecord(stop);
-  cudaEventSynchronize(stop);
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(start));
+  for (int i = 0; i < kReps; ++i) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+  }
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(stop));
+  CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
   float ms = 0.0f;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaFree(a);
-  cudaFree(b);
+  CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
+  CUDA_RETURN_IF_ERROR(cudaEventDestroy(start));
+  CUDA_RETURN_IF_ERROR(cudaEventDestroy(stop));
+  CUDA_RETURN_IF_ERROR(cudaFree(a));
+  CUDA_RETURN_IF_ERROR(cudaFree(b));
   return 2.0 * static_cast<double>(bytes) * kReps / (ms * 1e-3);
 }
 
@@ -119,9 +121,7 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(std::unique_ptr<engine::CudaBackend> backend,
                    engine::CudaBackend::Create(absl::GetFlag(FLAGS_device)));
   cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, absl::GetFlag(FLAGS_device)) != cudaSuccess) {
-    return absl::InternalError("cudaGetDeviceProperties failed");
-  }
+  CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, absl::GetFlag(FLAGS_device)));
   comm::SingleRankCommunicator comm;
   const auto made = Clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<engine::LlamaModel> model,
