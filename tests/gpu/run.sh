@@ -13,7 +13,7 @@
 #
 # Environment: OUT (results folder), TPSERVE_SKIP_DEPS=1 (the Debian packages are already
 # there: no apt-get), TPSERVE_CUDA_ARCHS (default: native, the GPU present),
-# TPSERVE_GPU_BUILD_DIR (default: build-gpu).
+# TPSERVE_GPU_BUILD_DIR (default: build-gpu), TPSERVE_GPU_BUILD_TYPE (default: Release).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -40,7 +40,7 @@ fi
 
 echo "== build ($(elapsed) s)"
 build="${TPSERVE_GPU_BUILD_DIR:-$root/build-gpu}"
-if ! timeout 240 cmake -S . -B "$build" -G Ninja -DTPSERVE_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+if ! timeout 240 cmake -S . -B "$build" -G Ninja -DTPSERVE_CUDA=ON -DCMAKE_BUILD_TYPE="${TPSERVE_GPU_BUILD_TYPE:-Release}" \
   -DCMAKE_CUDA_ARCHITECTURES="${TPSERVE_CUDA_ARCHS:-native}" >"$work/configure.log" 2>&1; then
   tail -30 "$work/configure.log"
   echo "run.sh: configure failed"
