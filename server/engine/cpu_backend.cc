@@ -58,8 +58,9 @@ absl::Status CpuBackend::Download(const Tensor& t, float* host) {
 
 absl::Status CpuBackend::FillRandom(Tensor t, uint64_t seed, float scale) {
   float* data = F32(t);
-  for (int64_t i = 0; i < t.elements(); ++i)
+  for (int64_t i = 0; i < t.elements(); ++i) {
     data[i] = scale * kernels::HashUniform(seed, static_cast<uint64_t>(i));
+  }
   return absl::OkStatus();
 }
 
