@@ -99,8 +99,9 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPSERVE_CU
 
 # ---------------------------------------------------------------------------------------------
 # CUDA runtime: the default target. The runtime base image already has libcudart, cuBLAS and
-# NCCL (their packages in the list are then no-ops); the driver (libcuda) comes from the
-# host through the NVIDIA container toolkit.
+# NCCL (their packages in the list are then no-ops; cuBLAS is opened with dlopen at first use,
+# so ldd does not list it); the driver (libcuda) comes from the host through the NVIDIA
+# container toolkit.
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-${CUDA_UBUNTU} AS cuda
 ARG DEBIAN_FRONTEND=noninteractive
 COPY --from=build-cuda /out/runtime-packages.txt /tmp/runtime-packages.txt

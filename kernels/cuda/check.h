@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/cublas_library.h"
 
 namespace tpserve::cuda {
 
@@ -20,8 +21,11 @@ inline absl::Status CudaStatus(cudaError_t err, const char* expr, const char* fi
 
 inline absl::Status CublasStatus(cublasStatus_t err, const char* expr, const char* file, int line) {
   if (err == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrCat(file, ":", line, ": ", expr, " failed: cuBLAS status ", static_cast<int>(err)));
+  // A failing call came through the library, so it is open.
+  absl::StatusOr<const CublasLibrary*> lib = CublasLibrary::Get();
+  return absl::InternalError(absl::StrCat(file, ":", line, ": ", expr, " failed: ",
+                                          lib.ok() ? (*lib)->status_name(err) : "cuBLAS status",
+                                          " (", static_cast<int>(err), ")"));
 }
 
 inline absl::Status NcclStatus(ncclResult_t err, const char* expr, const char* file, int line) {

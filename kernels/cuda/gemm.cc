@@ -16,24 +16,27 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Gemm>> Gemm::Create(cudaStream_t stream) {
+  absl::StatusOr<const CublasLibrary*> cublas = CublasLibrary::Get();
+  if (!cublas.ok()) return cublas.status();
   cublasHandle_t handle = nullptr;
-  CUBLAS_RETURN_IF_ERROR(cublasCreate(&handle));
+  CUBLAS_RETURN_IF_ERROR((*cublas)->create(&handle));
   // From here the Gemm owns the handle (and the workspace once allocated): early returns free them.
-  std::unique_ptr<Gemm> gemm(new Gemm(handle, nullptr));
+  std::unique_ptr<Gemm> gemm(new Gemm(*cublas, handle));
   void* workspace = nullptr;
   CUDA_RETURN_IF_ERROR(cudaMalloc(&workspace, kWorkspaceBytes));
   gemm->workspace_ = workspace;
-  CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle, stream));
+  CUBLAS_RETURN_IF_ERROR((*cublas)->set_stream(handle, stream));
   // cublasSetStream resets the handle to cuBLAS's default workspace pool, so ours comes after it.
-  CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(handle, workspace, kWorkspaceBytes));
-  CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));  // alpha, beta
+  CUBLAS_RETURN_IF_ERROR((*cublas)->set_workspace(handle, workspace, kWorkspaceBytes));
+  CUBLAS_RETURN_IF_ERROR(
+      (*cublas)->set_pointer_mode(handle, CUBLAS_POINTER_MODE_HOST));  // alpha, beta
   return gemm;
 }
 
 Gemm::~Gemm() {
   // A destructor cannot report errors; both calls only fail when the context is already gone.
   // cublasDestroy waits for the handle's pending work, so the workspace is idle when freed.
-  if (handle_ != nullptr) (void)cublasDestroy(handle_);
+  if (handle_ != nullptr) (void)cublas_->destroy(handle_);
   if (workspace_ != nullptr) (void)cudaFree(workspace_);
 }
 
@@ -46,7 +49,7 @@ absl::Status Gemm::Run(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
   if (m == 0 || n == 0) return absl::OkStatus();
   if (k == 0) {  // an empty sum: y = 0
     cudaStream_t stream = nullptr;
-    CUBLAS_RETURN_IF_ERROR(cublasGetStream(handle_, &stream));
+    CUBLAS_RETURN_IF_ERROR(cublas_->get_stream(handle_, &stream));
     CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
         y, 0, static_cast<size_t>(m) * static_cast<size_t>(n) * sizeof(float), stream));
     return absl::OkStatus();
@@ -62,9 +65,9 @@ absl::Status Gemm::Run(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
   const int mi = static_cast<int>(m);
   const int ni = static_cast<int>(n);
   const int ki = static_cast<int>(k);
-  CUBLAS_RETURN_IF_ERROR(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, ni, mi, ki, &alpha, w,
-                                      CUDA_R_16BF, ki, x, CUDA_R_16BF, ki, &beta, y, CUDA_R_32F, ni,
-                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_RETURN_IF_ERROR(cublas_->gemm_ex(handle_, CUBLAS_OP_T, CUBLAS_OP_N, ni, mi, ki, &alpha, w,
+                                          CUDA_R_16BF, ki, x, CUDA_R_16BF, ki, &beta, y, CUDA_R_32F,
+                                          ni, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return absl::OkStatus();
 }
 

@@ -1,6 +1,7 @@
 // Gemm: y = x · wᵀ on the GPU through cuBLAS, bf16 inputs with f32 accumulation and an f32
 // result (the layout of every linear layer: x [m, k] activations, w [n, k] weights row-major,
-// y [m, n]). Owns one cuBLAS handle bound to a stream and its workspace. Not thread-safe.
+// y [m, n]). cuBLAS is opened on first use (CublasLibrary). Owns one cuBLAS handle bound to a
+// stream and its workspace. Not thread-safe.
 #ifndef TPSERVE_KERNELS_CUDA_GEMM_H_
 #define TPSERVE_KERNELS_CUDA_GEMM_H_
 
@@ -12,6 +13,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "kernels/cuda/cublas_library.h"
 
 namespace tpserve::cuda {
 
@@ -28,9 +30,10 @@ class Gemm {
                    int64_t k);
 
  private:
-  Gemm(cublasHandle_t handle, void* workspace) : handle_(handle), workspace_(workspace) {}
+  Gemm(const CublasLibrary* cublas, cublasHandle_t handle) : cublas_(cublas), handle_(handle) {}
+  const CublasLibrary* cublas_;  // the process's cuBLAS, opened on first use
   cublasHandle_t handle_;
-  void* workspace_;  // cuBLAS workspace, owned
+  void* workspace_ = nullptr;  // cuBLAS workspace, owned
 };
 
 }  // namespace tpserve::cuda
