@@ -1,12 +1,9 @@
 #include "kernels/cuda/embedding.cuh"
 
-#include <algorithm>
+#include "kernels/cuda/launch.cuh"
 
 namespace tpserve::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 16;  // more rows than this: each block loops over rows
 
 // One block per output row (grid-stride over rows); the block's threads stride over the row.
 // table: [vocab, d] bf16; ids: [m]; out: [m, d] f32. 64-bit offsets: vocab * d passes 2^31.
@@ -26,8 +23,8 @@ cudaError_t LaunchEmbeddingGather(const __nv_bfloat16* table, const int32_t* ids
                                   int64_t d, float* out, cudaStream_t stream) {
   if (m < 0 || d < 0) return cudaErrorInvalidValue;
   if (m == 0 || d == 0) return cudaSuccess;
-  const auto blocks = static_cast<unsigned>(std::min(m, kMaxBlocks));
-  EmbeddingGatherKernel<<<blocks, kThreads, 0, stream>>>(table, ids, m, d, out);
+  EmbeddingGatherKernel<<<launch::RowBlocks(m), launch::kThreads, 0, stream>>>(table, ids, m, d,
+                                                                               out);
   return cudaGetLastError();
 }
 

@@ -1,12 +1,9 @@
 #include "kernels/cuda/gather_rows.cuh"
 
-#include <algorithm>
+#include "kernels/cuda/launch.cuh"
 
 namespace tpserve::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 16;  // more rows than this: each block loops over rows
 
 // One block per output row (grid-stride over rows); the block's threads stride over the columns.
 // x: [*, cols]; rows: [n_rows]; out: [n_rows, cols].
@@ -26,8 +23,8 @@ cudaError_t LaunchGatherRows(const float* x, int64_t cols, const int32_t* rows, 
                              float* out, cudaStream_t stream) {
   if (cols < 0 || n_rows < 0) return cudaErrorInvalidValue;
   if (cols == 0 || n_rows == 0) return cudaSuccess;
-  const auto blocks = static_cast<unsigned>(std::min(n_rows, kMaxBlocks));
-  GatherRowsKernel<<<blocks, kThreads, 0, stream>>>(x, cols, rows, n_rows, out);
+  GatherRowsKernel<<<launch::RowBlocks(n_rows), launch::kThreads, 0, stream>>>(x, cols, rows,
+                                                                               n_rows, out);
   return cudaGetLastError();
 }
 

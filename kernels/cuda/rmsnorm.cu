@@ -1,17 +1,15 @@
 #include "kernels/cuda/rmsnorm.cuh"
 
-#include <algorithm>
+#include "kernels/cuda/launch.cuh"
 
 namespace tpserve::cuda {
 namespace {
 
-// Fixed for every launch (never chosen from m or d), so a row is always reduced the same way.
-constexpr int kThreads = 256;
+// launch::kThreads is fixed for every launch (never chosen from m or d), so a row is always
+// reduced the same way.
+using launch::kThreads;
+using launch::Store;
 constexpr int kWarps = kThreads / 32;
-constexpr int64_t kMaxBlocks = 1 << 16;  // more rows than this: each block loops over rows
-
-__device__ __forceinline__ void Store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void Store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 
 // Sum of every thread's v, returned to every thread, in a fixed order: a butterfly within each
 // warp (all lanes end with the same value), then each thread adds the kWarps warp sums in warp
@@ -76,8 +74,7 @@ cudaError_t LaunchRmsNorm(const float* x, const float* weight, float eps, int64_
                           OutT* out, cudaStream_t stream) {
   if (m < 0 || d < 0) return cudaErrorInvalidValue;
   if (m == 0 || d == 0) return cudaSuccess;
-  const auto blocks = static_cast<unsigned>(std::min(m, kMaxBlocks));
-  RmsNormKernel<OutT><<<blocks, kThreads, 0, stream>>>(x, weight, eps, m, d, out);
+  RmsNormKernel<OutT><<<launch::RowBlocks(m), kThreads, 0, stream>>>(x, weight, eps, m, d, out);
   return cudaGetLastError();
 }
 
@@ -86,8 +83,8 @@ cudaError_t LaunchAddRmsNorm(float* residual, const float* x, const float* weigh
                              int64_t m, int64_t d, OutT* out, cudaStream_t stream) {
   if (m < 0 || d < 0) return cudaErrorInvalidValue;
   if (m == 0 || d == 0) return cudaSuccess;
-  const auto blocks = static_cast<unsigned>(std::min(m, kMaxBlocks));
-  AddRmsNormKernel<OutT><<<blocks, kThreads, 0, stream>>>(residual, x, weight, eps, m, d, out);
+  AddRmsNormKernel<OutT>
+      <<<launch::RowBlocks(m), kThreads, 0, stream>>>(residual, x, weight, eps, m, d, out);
   return cudaGetLastError();
 }
 

@@ -1,12 +1,9 @@
 #include "kernels/cuda/rope.cuh"
 
-#include <algorithm>
+#include "kernels/cuda/launch.cuh"
 
 namespace tpserve::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 16;  // more pairs: grid-stride loop
 
 // One thread per rotary pair (row r, head h, pair i), flattened in that order. x rows: see
 // RopeArgs; cos_table, sin_table: [positions, half]. __fmul_rn / __fmaf_rn are never contracted or
@@ -17,9 +14,7 @@ __global__ void RopeKernel(float* x, int64_t row_stride, const int32_t* __restri
                            const float* __restrict__ sin_table, bool neox) {
   const int64_t pairs_per_row = n_heads * half;
   const int64_t total = m * pairs_per_row;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += stride) {
+  for (int64_t idx = launch::FirstItem(); idx < total; idx += launch::ItemStride()) {
     const int64_t r = idx / pairs_per_row;
     const int64_t j = idx - r * pairs_per_row;
     const int64_t h = j / half;
@@ -46,11 +41,9 @@ cudaError_t LaunchRope(const RopeArgs& args, cudaStream_t stream) {
   }
   if (args.m == 0 || args.n_heads == 0) return cudaSuccess;
   const int64_t half = args.head_dim / 2;
-  const int64_t total = args.m * args.n_heads * half;
-  const auto blocks =
-      static_cast<unsigned>(std::min((total + kThreads - 1) / kThreads, kMaxBlocks));
-  RopeKernel<<<blocks, kThreads, 0, stream>>>(args.x, args.row_stride, args.pos, args.m,
-                                              args.n_heads, half, args.cos, args.sin, args.neox);
+  const unsigned blocks = launch::ElementBlocks(args.m * args.n_heads * half);
+  RopeKernel<<<blocks, launch::kThreads, 0, stream>>>(
+      args.x, args.row_stride, args.pos, args.m, args.n_heads, half, args.cos, args.sin, args.neox);
   return cudaGetLastError();
 }
 
