@@ -347,11 +347,15 @@ void BatchEngine::Deliver(Request* request, const engine::SampleResult& sampled)
 }
 
 void BatchEngine::Finish(Request* request, const absl::Status& status) {
-  request->sink->Close(status);
+  // The request's blocks, metrics and stats are settled before its sink closes: a client
+  // that sees its stream end then sees the freed KV blocks and its counted request.
   metrics_->CountRequest(status);
   metrics_->request_duration.Observe(Seconds(absl::Now() - request->arrival));
   if (scheduler_ != nullptr) scheduler_->Remove(&request->seq);
+  std::shared_ptr<ResponseSink> sink = std::move(request->sink);
   requests_.erase(request->seq.id);  // destroys *request
+  Publish();
+  sink->Close(status);
   absl::MutexLock lock(&mu_);
   --in_flight_;
 }
@@ -363,8 +367,8 @@ void BatchEngine::FailAll(const absl::Status& status) {
     incoming.swap(inbox_);
   }
   for (std::unique_ptr<Request>& request : incoming) {
-    request->sink->Close(status);
     metrics_->CountRequest(status);
+    request->sink->Close(status);
     absl::MutexLock lock(&mu_);
     --in_flight_;
   }

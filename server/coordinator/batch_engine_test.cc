@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,12 +30,15 @@ class RecordingSink final : public ResponseSink {
     messages_.push_back(std::move(message));
   }
   void Close(const absl::Status& status) override {
+    if (on_close_) on_close_();
     absl::MutexLock lock(&mu_);
     EXPECT_FALSE(closed_.has_value()) << "closed twice";
     closed_ = status;
   }
   bool cancelled() const override { return cancelled_.load(); }
   void Cancel() { cancelled_.store(true); }
+  // Runs inside Close, before the waiter wakes: what a client sees the moment its stream ends.
+  void OnClose(std::function<void()> hook) { on_close_ = std::move(hook); }
 
   absl::Status Wait(absl::Duration timeout = absl::Seconds(120)) {
     absl::MutexLock lock(&mu_);
@@ -71,6 +75,7 @@ class RecordingSink final : public ResponseSink {
   std::vector<tpserve::v1::GenerateResponse> messages_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> cancelled_{false};
+  std::function<void()> on_close_;  // set before Submit, only read by the engine thread
 };
 
 class BatchEngineTest : public ::testing::Test {
@@ -134,7 +139,17 @@ TEST_F(BatchEngineTest, StreamsOneMessagePerTokenThenFinishes) {
   auto sink = std::make_shared<RecordingSink>();
   RequestSpec spec = Greedy("The capital of France is", 5);
   spec.request_id = "r1";
+  EngineStats at_close;
+  uint64_t durations_at_close = 0;
+  sink->OnClose([&] {
+    at_close = engine_->stats();
+    durations_at_close = metrics_->request_duration.Collect().histogram.sample_count;
+  });
   ASSERT_TRUE(Run(spec, sink).ok());
+  // Settled before the stream ends, not some time after.
+  EXPECT_EQ(at_close.kv_blocks_free, at_close.kv_blocks_total);
+  EXPECT_EQ(at_close.running, 0);
+  EXPECT_EQ(durations_at_close, 1u);
   EXPECT_EQ(sink->count(), 5u);
   EXPECT_EQ(sink->ids().size(), 5u);
   EXPECT_EQ(sink->ids()[0], 7042) << "greedy continuation should start with ' Paris'";
