@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
@@ -61,11 +62,18 @@ model::ModelConfig Llama3_8B() {
 
 // Device-to-device copy bandwidth (bytes read + written per second) over `bytes`.
 absl::StatusOr<double> CopyBandwidth(int64_t bytes) {
+  // Whatever was made is released on every return, the error ones included.
   void* a = nullptr;
   void* b = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  absl::Cleanup release = [&] {
+    if (start != nullptr) (void)cudaEventDestroy(start);
+    if (stop != nullptr) (void)cudaEventDestroy(stop);
+    if (a != nullptr) (void)cudaFree(a);
+    if (b != nullptr) (void)cudaFree(b);
+  };
   CUDA_RETURN_IF_ERROR(cudaMalloc(&a, bytes));
   CUDA_RETURN_IF_ERROR(cudaMalloc(&b, bytes));
-  cudaEvent_t start = nullptr, stop = nullptr;
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
   CUDA_RETURN_IF_ERROR(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));  // warm-up
@@ -78,10 +86,6 @@ absl::StatusOr<double> CopyBandwidth(int64_t bytes) {
   CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
   float ms = 0.0f;
   CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
-  CUDA_RETURN_IF_ERROR(cudaEventDestroy(start));
-  CUDA_RETURN_IF_ERROR(cudaEventDestroy(stop));
-  CUDA_RETURN_IF_ERROR(cudaFree(a));
-  CUDA_RETURN_IF_ERROR(cudaFree(b));
   return 2.0 * static_cast<double>(bytes) * kReps / (ms * 1e-3);
 }
 
