@@ -13,12 +13,13 @@ namespace tpserve::cuda {
 absl::StatusOr<LibraryVersions> QueryLibraryVersions() {
   LibraryVersions v;
   CUDA_RETURN_IF_ERROR(cudaRuntimeGetVersion(&v.cuda_runtime));
-  absl::StatusOr<const CublasLibrary*> cublas = CublasLibrary::Get();
-  if (!cublas.ok()) return cublas.status();
+  absl::StatusOr<const CublasLibrary*> opened = CublasLibrary::Get();
+  if (!opened.ok()) return opened.status();
+  const CublasLibrary& cublas = **opened;
   int major = 0, minor = 0, patch = 0;
-  CUBLAS_RETURN_IF_ERROR((*cublas)->get_property(MAJOR_VERSION, &major));
-  CUBLAS_RETURN_IF_ERROR((*cublas)->get_property(MINOR_VERSION, &minor));
-  CUBLAS_RETURN_IF_ERROR((*cublas)->get_property(PATCH_LEVEL, &patch));
+  CUBLAS_RETURN_IF_ERROR(cublas.get_property(MAJOR_VERSION, &major));
+  CUBLAS_RETURN_IF_ERROR(cublas.get_property(MINOR_VERSION, &minor));
+  CUBLAS_RETURN_IF_ERROR(cublas.get_property(PATCH_LEVEL, &patch));
   v.cublas = major * 10000 + minor * 100 + patch;
   NCCL_RETURN_IF_ERROR(ncclGetVersion(&v.nccl));
   return v;

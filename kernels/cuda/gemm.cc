@@ -16,20 +16,21 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Gemm>> Gemm::Create(cudaStream_t stream) {
-  absl::StatusOr<const CublasLibrary*> cublas = CublasLibrary::Get();
-  if (!cublas.ok()) return cublas.status();
+  absl::StatusOr<const CublasLibrary*> opened = CublasLibrary::Get();
+  if (!opened.ok()) return opened.status();
+  const CublasLibrary& cublas = **opened;
   cublasHandle_t handle = nullptr;
-  CUBLAS_RETURN_IF_ERROR((*cublas)->create(&handle));
+  CUBLAS_RETURN_IF_ERROR(cublas.create(&handle));
   // From here the Gemm owns the handle (and the workspace once allocated): early returns free them.
-  std::unique_ptr<Gemm> gemm(new Gemm(*cublas, handle));
+  std::unique_ptr<Gemm> gemm(new Gemm(&cublas, handle));
   void* workspace = nullptr;
   CUDA_RETURN_IF_ERROR(cudaMalloc(&workspace, kWorkspaceBytes));
   gemm->workspace_ = workspace;
-  CUBLAS_RETURN_IF_ERROR((*cublas)->set_stream(handle, stream));
+  CUBLAS_RETURN_IF_ERROR(cublas.set_stream(handle, stream));
   // cublasSetStream resets the handle to cuBLAS's default workspace pool, so ours comes after it.
-  CUBLAS_RETURN_IF_ERROR((*cublas)->set_workspace(handle, workspace, kWorkspaceBytes));
-  CUBLAS_RETURN_IF_ERROR(
-      (*cublas)->set_pointer_mode(handle, CUBLAS_POINTER_MODE_HOST));  // alpha, beta
+  CUBLAS_RETURN_IF_ERROR(cublas.set_workspace(handle, workspace, kWorkspaceBytes));
+  // alpha and beta are host values.
+  CUBLAS_RETURN_IF_ERROR(cublas.set_pointer_mode(handle, CUBLAS_POINTER_MODE_HOST));
   return gemm;
 }
 
