@@ -44,7 +44,8 @@ ABSL_FLAG(uint32_t, logprobs, 0, "generate --json: report this many top alternat
 ABSL_FLAG(bool, ignore_eos, false, "generate: keep going past the end-of-sequence token");
 ABSL_FLAG(bool, json, false, "generate: one JSON object per token, then a summary");
 ABSL_FLAG(int32_t, threads, 0,
-          "generate: compute threads (0: every core; with --workers: per worker, 0: one)");
+          "generate: compute threads (0: every core); with --workers, serve, coordinator: per "
+          "worker (0: each worker's usable CPUs shared among the workers on its host)");
 ABSL_FLAG(std::string, workers, "",
           "generate: run on these workers, HOST:PORT,... (position = rank) instead of in process");
 ABSL_FLAG(uint64_t, kv_budget_mb, 256,
@@ -60,8 +61,10 @@ ABSL_FLAG(std::string, devices, "",
           "serve: GPU of each local worker, comma-separated (0,1: rank 0 on GPU 0, rank 1 on "
           "GPU 1); empty: CPU workers");
 ABSL_FLAG(std::string, comm, "",
-          "serve/coordinator: worker communication, gloo or nccl (empty: nccl when serve's "
-          "--devices are distinct GPUs, else gloo; GPU workers sharing a GPU use gloo)");
+          "serve/coordinator: worker communication, auto, shm, gloo or nccl (empty: nccl when "
+          "serve's --devices are distinct GPUs, shm when they share one, else auto: shared "
+          "memory when every worker is on one host, Gloo over TCP otherwise; GPU workers take "
+          "auto as nccl)");
 ABSL_FLAG(std::string, host, "127.0.0.1", "serve/coordinator: address to listen on");
 ABSL_FLAG(int32_t, port, 50051, "serve/coordinator: port of the public API (0: any free one)");
 ABSL_FLAG(bool, reflection, true, "serve/coordinator: enable gRPC server reflection");
@@ -89,8 +92,8 @@ constexpr char kUsage[] =
     "           [--top_k K] [--top_p P] [--min_p P] [--seed S] [--threads N] [--json]\n"
     "           [--workers HOST:PORT,... [--kv_budget_mb M]]   (on a world of workers)\n"
     "  worker   --listen HOST:PORT [--port_file F] [--device N]   (until SIGINT/SIGTERM)\n"
-    "  serve    --model PATH [--tp N] [--devices 0,1,...] [--comm gloo|nccl] [--host H]\n"
-    "           [--port P] [--threads N] [limits]\n"
+    "  serve    --model PATH [--tp N] [--devices 0,1,...] [--comm auto|shm|gloo|nccl]\n"
+    "           [--host H] [--port P] [--threads N] [limits]\n"
     "           (N local workers and the public API; SIGTERM drains)\n"
     "  coordinator --model PATH --workers HOST:PORT,... [--host H] [--port P] [limits]\n"
     "flags may be written with dashes or underscores (--max-tokens = --max_tokens)\n";
@@ -144,19 +147,23 @@ absl::StatusOr<std::vector<int>> ParseDevices(const std::string& text) {
   return devices;
 }
 
-// --comm, or its default: NCCL for distinct GPUs (NCCL refuses two ranks on one GPU), else Gloo.
+// --comm, or its default: NCCL for distinct GPUs; shared memory (staged) for GPUs shared by
+// local ranks, which NCCL refuses; AUTO for CPU workers.
 absl::StatusOr<tpserve::v1::CommBackend> CommBackendFromFlags(const std::vector<int>& devices) {
   const std::string comm = absl::GetFlag(FLAGS_comm);
+  if (comm == "auto") return tpserve::v1::COMM_BACKEND_AUTO;
+  if (comm == "shm") return tpserve::v1::COMM_BACKEND_SHM;
   if (comm == "gloo") return tpserve::v1::COMM_BACKEND_GLOO;
   if (comm == "nccl") return tpserve::v1::COMM_BACKEND_NCCL;
   if (!comm.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--comm: '", comm, "' is not gloo or nccl"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--comm: '", comm, "' is not auto, shm, gloo or nccl"));
   }
+  if (devices.empty()) return tpserve::v1::COMM_BACKEND_AUTO;
   std::vector<int> sorted = devices;
   std::sort(sorted.begin(), sorted.end());
   const bool distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
-  return !devices.empty() && distinct ? tpserve::v1::COMM_BACKEND_NCCL
-                                      : tpserve::v1::COMM_BACKEND_GLOO;
+  return distinct ? tpserve::v1::COMM_BACKEND_NCCL : tpserve::v1::COMM_BACKEND_SHM;
 }
 
 absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {

@@ -29,6 +29,23 @@ TEST(AddTest, MatchesReferenceExactly) {
   }
 }
 
+// Left-to-right float additions: the same bits as the scalar loop, for 1 to 4 parts.
+TEST(AddTest, SumInOrderMatchesReferenceExactly) {
+  for (int parts = 1; parts <= 4; ++parts) {
+    for (int64_t n : {1, 7, 8, 576, 579}) {
+      std::vector<std::vector<float>> data;
+      std::vector<const float*> ptrs;
+      for (int p = 0; p < parts; ++p) data.push_back(RandomVector(n, 10 + p));
+      for (const auto& d : data) ptrs.push_back(d.data());
+      std::vector<float> out(n + 1, -7.0f), ref(n);
+      SumInOrder(ptrs.data(), parts, out.data(), n);
+      reference::SumInOrder(ptrs.data(), parts, ref.data(), n);
+      EXPECT_TRUE(BitEqual(out.data(), ref.data(), n)) << parts << " parts, n " << n;
+      EXPECT_EQ(out[n], -7.0f) << "wrote past the end";
+    }
+  }
+}
+
 TEST(AddTest, DoesNotWritePastTheEnd) {
   std::vector<float> y(20, 1.0f);
   const std::vector<float> x(20, 1.0f);

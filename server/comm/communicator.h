@@ -1,9 +1,9 @@
 // Communicator: the collectives the tensor-parallel ranks of one world run together
-// (all-reduce sum, all-gather, broadcast, barrier). Every call is bounded by the timeout the
+// (all-reduce sum, all-gather, gather to rank 0). Every call is bounded by the timeout the
 // communicator was built with and returns DeadlineExceeded (or Aborted after Abort()) rather
-// than hanging. Implementations: SingleRankCommunicator (world of one), Gloo (CPU, TCP) and
-// NCCL (GPU). One thread drives a communicator at a time; Abort() may be called from any
-// thread to unblock it.
+// than hanging. Implementations: SingleRankCommunicator (world of one), shared memory (CPU
+// ranks on one host), Gloo (CPU, TCP) and NCCL (GPU). One thread drives a communicator at a
+// time; Abort() may be called from any thread to unblock it.
 //
 // Memory: the pointers a collective takes live where the ranks' Backend keeps its tensors (host
 // memory for CPU ranks, device memory for GPU ranks). A stream-ordered communicator (NCCL on
@@ -31,9 +31,12 @@ class Communicator {
   virtual absl::Status AllReduceSum(float* data, int64_t count) = 0;
   // out[r * count + i] = in[i] of rank r; out holds world_size() * count values.
   virtual absl::Status AllGather(const float* in, int64_t count, float* out) = 0;
-  // data of rank `root` is copied to every rank.
-  virtual absl::Status Broadcast(float* data, int64_t count, int root) = 0;
-  virtual absl::Status Barrier() = 0;
+  // On rank 0: out[r * count + i] = in[i] of rank r, as AllGather. Other ranks only send: their
+  // `out` may be left untouched (it must still hold world_size() * count values, since the
+  // default is AllGather). Communicators that can skip the copies to ranks > 0 override it.
+  virtual absl::Status Gather(const float* in, int64_t count, float* out) {
+    return AllGather(in, count, out);
+  }
   // Waits until every collective issued so far has completed (a no-op for communicators whose
   // collectives return complete). Bounded like a collective.
   virtual absl::Status Synchronize() { return absl::OkStatus(); }
@@ -49,8 +52,6 @@ class SingleRankCommunicator final : public Communicator {
   std::string_view backend_name() const override { return "local"; }
   absl::Status AllReduceSum(float*, int64_t) override { return Check(); }
   absl::Status AllGather(const float* in, int64_t count, float* out) override;
-  absl::Status Broadcast(float*, int64_t, int) override { return Check(); }
-  absl::Status Barrier() override { return Check(); }
   void Abort() override { aborted_ = true; }
 
  private:

@@ -18,8 +18,6 @@
 #include "glog/logging.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
-#include "gloo/barrier.h"
-#include "gloo/broadcast.h"
 #include "gloo/common/error.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/store.h"
@@ -170,28 +168,6 @@ class GlooCommunicator final : public Communicator {
       opts.setOutput(out, static_cast<size_t>(count) * world_size());
       opts.setTimeout(timeout_);
       gloo::allgather(opts);
-    });
-  }
-
-  absl::Status Broadcast(float* data, int64_t count, int root) override {
-    if (root < 0 || root >= world_size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("gloo broadcast: root ", root, " outside world of ", world_size()));
-    }
-    return Run(absl::StrCat("broadcast(", count, " floats, root ", root, ")"), count, [&] {
-      gloo::BroadcastOptions opts(context_);
-      opts.setOutput(data, static_cast<size_t>(count));
-      opts.setRoot(root);
-      opts.setTimeout(timeout_);
-      gloo::broadcast(opts);
-    });
-  }
-
-  absl::Status Barrier() override {
-    return Run("barrier", /*count=*/1, [&] {
-      gloo::BarrierOptions opts(context_);
-      opts.setTimeout(timeout_);
-      gloo::barrier(opts);
     });
   }
 

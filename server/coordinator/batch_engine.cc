@@ -191,6 +191,10 @@ bool BatchEngine::RecoverWorld() {
   }
   world_up_ = true;
   metrics_->SetWorldUp(true);
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.comm_backend = pool_->comm_backend();
+  }
   Publish();  // the capacity Submit checks against
   SetReady(true);
   return true;

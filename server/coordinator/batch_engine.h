@@ -51,6 +51,7 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t preemptions = 0;
   int64_t generated_tokens = 0;
+  std::string comm_backend;  // the world's communicator ("shm", "gloo", ...); empty before
 };
 
 class BatchEngine {

@@ -5,7 +5,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -87,7 +89,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   info.set_context_length(static_cast<uint32_t>(config.context_length));
   info.set_vocab_size(static_cast<uint32_t>(s->tokenizer_->vocab_size()));
   info.set_world_size(static_cast<uint32_t>(world));
-  info.set_backend(options.pool.backend == tpserve::v1::COMM_BACKEND_NCCL ? "nccl" : "gloo");
+  // What was asked for ("auto", "shm", "gloo", "nccl") until the world says what it built.
+  info.set_backend(absl::AsciiStrToLower(
+      absl::StripPrefix(tpserve::v1::CommBackend_Name(options.pool.backend), "COMM_BACKEND_")));
   info.set_max_input_tokens(limits.max_input_tokens);
   info.set_max_total_tokens(limits.max_total_tokens);
   info.set_max_new_tokens(limits.max_new_tokens);

@@ -148,6 +148,7 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(
   *response = model_info_;
   const EngineStats stats = engine_->stats();
   response->set_ready(stats.ready);
+  if (!stats.comm_backend.empty()) response->set_backend(stats.comm_backend);
   response->set_kv_blocks_total(static_cast<uint32_t>(stats.kv_blocks_total));
   response->set_kv_blocks_free(static_cast<uint32_t>(stats.kv_blocks_free));
   response->set_requests_running(static_cast<uint32_t>(stats.running));

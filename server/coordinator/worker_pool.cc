@@ -81,6 +81,11 @@ uint64_t WorkerPool::generation() const {
   return generation_;
 }
 
+std::string WorkerPool::comm_backend() const {
+  absl::MutexLock lock(&mu_);
+  return comm_backend_;
+}
+
 absl::Status WorkerPool::status() const {
   absl::MutexLock lock(&mu_);
   return state_ == State::kUp ? absl::OkStatus() : down_;
@@ -176,9 +181,10 @@ absl::Status WorkerPool::Start() {
     kv_blocks_ = std::min<int64_t>(kv_blocks_, s->ready->kv_blocks());
   }
   vocab_size_ = static_cast<int32_t>(sessions_.front()->ready->vocab_size());
+  comm_backend_ = sessions_.front()->ready->comm_backend();
   state_ = State::kUp;
-  LOG(INFO) << "world generation " << generation_ << " up: " << world_size() << " workers, "
-            << kv_blocks_ << " KV blocks";
+  LOG(INFO) << "world generation " << generation_ << " up: " << world_size() << " workers over "
+            << comm_backend_ << ", " << kv_blocks_ << " KV blocks";
   return absl::OkStatus();
 }
 

@@ -41,9 +41,9 @@ struct WorkerPoolOptions {
   uint64_t kv_budget_bytes = 64ull << 20;  // per worker
   uint32_t kv_block_size = 16;             // tokens per KV block
   uint32_t threads = 0;                    // compute threads per worker (0: its default)
-  // How the workers talk: Gloo (CPU workers, or GPU workers staged through host memory) or
-  // NCCL (GPU workers, one GPU each).
-  tpserve::v1::CommBackend backend = tpserve::v1::COMM_BACKEND_GLOO;
+  // How the workers talk: AUTO (CPU workers: shared memory on one host, else Gloo; GPU workers:
+  // NCCL), SHM, GLOO (GPU workers stage these through host memory) or NCCL.
+  tpserve::v1::CommBackend backend = tpserve::v1::COMM_BACKEND_AUTO;
   absl::Duration comm_timeout = absl::Seconds(30);    // per collective, and the rendezvous
   absl::Duration ready_timeout = absl::Seconds(120);  // Init → every Ready
   absl::Duration step_deadline = absl::Seconds(30);   // when a Step carries no deadline_ms
@@ -87,6 +87,8 @@ class WorkerPool {
   int64_t kv_block_size() const { return options_.kv_block_size; }
   int32_t vocab_size() const;
   uint64_t generation() const;
+  // The communicator the workers built ("shm", "gloo", "nccl", "local"); valid after Start().
+  std::string comm_backend() const;
   // OK while the world is up; the DOWN reason otherwise (UNAVAILABLE before Start()).
   absl::Status status() const;
 
@@ -118,6 +120,7 @@ class WorkerPool {
   uint64_t current_step_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t kv_blocks_ ABSL_GUARDED_BY(mu_) = 0;
   int32_t vocab_size_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string comm_backend_ ABSL_GUARDED_BY(mu_);
   int readers_alive_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::unique_ptr<Session>> sessions_;  // [world_size]; owner thread only
   std::vector<std::thread> store_threads_ ABSL_GUARDED_BY(mu_);

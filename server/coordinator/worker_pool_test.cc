@@ -33,8 +33,6 @@ class StallingCommunicator final : public comm::Communicator {
     std::copy(in, in + count, out);
     return Stall();
   }
-  absl::Status Broadcast(float*, int64_t, int) override { return Stall(); }
-  absl::Status Barrier() override { return Stall(); }
   void Abort() override {
     absl::MutexLock lock(&mu_);
     aborted_ = true;

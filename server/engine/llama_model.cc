@@ -277,16 +277,20 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, std::vector<float>* log
 absl::Status LlamaModel::GatherLogits(int64_t rows, std::vector<float>* logits) {
   const int64_t vocab = config_.vocab_size;
   const int world = plan_.world_size;
-  logits->resize(rows * vocab);
-  if (world == 1) return backend_->Download(ws_.logits.Rows(rows), logits->data());
+  if (world == 1) {
+    logits->resize(rows * vocab);
+    return backend_->Download(ws_.logits.Rows(rows), logits->data());
+  }
 
   // Each rank's slice is padded to V columns (its lm_head rows past its slice are zero), so
-  // the all-gather moves equal blocks: gathered [P * rows, V], rank-major.
+  // the gather moves equal blocks: gathered [P * rows, V], rank-major, on rank 0 only.
   const int64_t slice_max = vocab_slice_max();
   const Tensor gathered = ws_.gathered.Rows(world * rows);
-  RETURN_IF_ERROR(comm_->AllGather(static_cast<const float*>(ws_.logits.data), rows * slice_max,
-                                   static_cast<float*>(gathered.data)));
+  RETURN_IF_ERROR(comm_->Gather(static_cast<const float*>(ws_.logits.data), rows * slice_max,
+                                static_cast<float*>(gathered.data)));
   RETURN_IF_ERROR(comm_->Synchronize());
+  if (plan_.rank != 0) return absl::OkStatus();  // rank 0 samples; the others only send
+  logits->resize(rows * vocab);
   host_gathered_.resize(world * rows * slice_max);
   RETURN_IF_ERROR(backend_->Download(gathered, host_gathered_.data()));
   for (int rank = 0; rank < world; ++rank) {

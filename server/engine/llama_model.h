@@ -47,9 +47,9 @@ class LlamaModel {
       const model::ModelConfig& config, const model::ShardPlan& plan, Backend* backend,
       comm::Communicator* comm, const EngineOptions& options, uint64_t seed);
 
-  // Runs one step. `logits` receives, on every rank, [batch.num_logit_rows(), vocab_size]
-  // f32: for each sequence in batch order, the logits of its last new token (want_logits)
-  // or of every new token (all_logits).
+  // Runs one step. `logits` receives, on rank 0, [batch.num_logit_rows(), vocab_size] f32: for
+  // each sequence in batch order, the logits of its last new token (want_logits) or of every
+  // new token (all_logits). Other ranks only send their slices and get `logits` empty.
   // InvalidArgument for a batch over the limits or with a bad token id / block table.
   absl::Status Forward(const StepBatch& batch, std::vector<float>* logits);
 

@@ -1,15 +1,18 @@
 // Tensor parallelism end to end on the real SmolLM2-135M (9 query heads, 3 KV heads): worlds
 // of 2, 3 and 4 ranks, threads of one process, each rank with its own CpuBackend, its own
-// shard of the weights and a Gloo communicator on 127.0.0.1, must reproduce the world of one:
-// the logits of mixed prefill/decode steps within 1e-4 (relative to the row's largest logit)
-// on every rank, and greedy 64-token continuations of 16 prompts, decoded as one batch, token
-// for token. P = 2 splits the heads unevenly (6+3 query heads, 2+1 KV heads); P = 4 replicates
-// KV heads.
+// shard of the weights and a shared-memory communicator (and, at P = 2, Gloo on 127.0.0.1
+// too), must reproduce the world of one: the logits of mixed prefill/decode steps within 1e-4
+// (relative to the row's largest logit) on rank 0, which alone receives them, and greedy
+// 64-token continuations of 16 prompts, decoded as one batch, token for token. Shared memory
+// and Gloo give the same bits at P = 2. P = 2 splits the heads unevenly (6+3 query heads, 2+1
+// KV heads); P = 4 replicates KV heads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <barrier>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -21,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
 #include "server/comm/gloo_communicator.h"
+#include "server/comm/shm/shm_communicator.h"
 #include "server/comm/store.h"
 #include "server/engine/cpu_backend.h"
 #include "server/engine/llama_model.h"
@@ -110,10 +114,19 @@ std::vector<int32_t> Blocks(int s) {
   return b;
 }
 
+enum class Comm { kShm, kGloo };
+
+// Rank 0's sampled tokens, handed to the other ranks of its world (the coordinator's part).
+struct Lockstep {
+  explicit Lockstep(int world) : barrier(world) {}
+  std::barrier<> barrier;
+  std::vector<int32_t> next;  // written by rank 0 between two barrier phases
+};
+
 // What one rank saw.
 struct RankResult {
   absl::Status status;
-  std::vector<std::vector<float>> step_logits;  // per step: [rows, vocab]
+  std::vector<std::vector<float>> step_logits;  // per step: [rows, vocab] (rank 0; else empty)
   std::vector<std::vector<int32_t>> greedy;     // per prompt: generated ids, EOS included
   int64_t weight_bytes = 0;
   double load_s = 0, logits_s = 0, greedy_s = 0;  // wall time of each phase
@@ -134,14 +147,24 @@ std::vector<StepBatch> MixedSteps() {
 }
 
 // One rank: loads its slice, then (if `steps`) runs MixedSteps() and the greedy batch.
-absl::Status RunRank(const model::WeightSource& weights, comm::Store* store, int rank, int world,
-                     bool steps, RankResult* out) {
+absl::Status RunRank(const model::WeightSource& weights, comm::Store* store, Comm kind, int rank,
+                     int world, bool steps, Lockstep* sync, RankResult* out) {
   auto plan = model::MakeShardPlan(weights.config(), rank, world);
   if (!plan.ok()) return plan.status();
-  comm::GlooOptions options;
-  options.prefix = absl::StrCat("tp", world, "/");
-  options.timeout = absl::Seconds(60);
-  auto comm = comm::CreateGlooCommunicator(store, rank, world, options);
+  const std::string prefix = absl::StrCat("tp", world, kind == Comm::kShm ? "shm/" : "gloo/");
+  absl::StatusOr<std::unique_ptr<comm::Communicator>> comm;
+  if (kind == Comm::kShm) {
+    comm::ShmOptions options;
+    options.prefix = prefix;
+    options.timeout = absl::Seconds(60);
+    options.spin = absl::ZeroDuration();  // more ranks than cores, often
+    comm = comm::CreateShmCommunicator(store, rank, world, options);
+  } else {
+    comm::GlooOptions options;
+    options.prefix = prefix;
+    options.timeout = absl::Seconds(60);
+    comm = comm::CreateGlooCommunicator(store, rank, world, options);
+  }
   if (!comm.ok()) return comm.status();
   const std::vector<std::vector<int32_t>>& prompts = Prompts();
   const int num_prompts = static_cast<int>(prompts.size());
@@ -184,24 +207,34 @@ absl::Status RunRank(const model::WeightSource& weights, comm::Store* store, int
     for (int p : active) step.sequences.push_back(seqs[p]);
     std::vector<float> logits;
     if (absl::Status s = (*model)->Forward(step, &logits); !s.ok()) return s;
-    if (static_cast<int64_t>(logits.size()) != static_cast<int64_t>(active.size()) * vocab) {
+    const int64_t want_logits = rank == 0 ? static_cast<int64_t>(active.size()) * vocab : 0;
+    if (static_cast<int64_t>(logits.size()) != want_logits) {
       return absl::InternalError(absl::StrCat("step ", t, ": ", logits.size(), " logits"));
     }
+    if (rank == 0) {
+      sync->next.clear();
+      for (size_t i = 0; i < active.size(); ++i) {
+        const int p = active[i];
+        sync->next.push_back(sampler
+                                 .Sample(absl::MakeConstSpan(logits.data() + i * vocab, vocab),
+                                         greedy, TokenHistory{prompts[p], out->greedy[p]},
+                                         out->greedy[p].size())
+                                 .token_id);
+      }
+    }
+    sync->barrier.arrive_and_wait();  // rank 0's tokens are out
     std::vector<int> still;
     for (size_t i = 0; i < active.size(); ++i) {
       const int p = active[i];
       std::vector<int32_t>& generated = out->greedy[p];
-      const int32_t next =
-          sampler
-              .Sample(absl::MakeConstSpan(logits.data() + i * vocab, vocab), greedy,
-                      TokenHistory{prompts[p], generated}, generated.size())
-              .token_id;
+      const int32_t next = sync->next[i];
       generated.push_back(next);
       seqs[p].start_pos += static_cast<int32_t>(seqs[p].tokens.size());
       seqs[p].tokens = {next};
       if (next != kEos && static_cast<int>(generated.size()) < kGreedyTokens) still.push_back(p);
     }
     active = std::move(still);
+    sync->barrier.arrive_and_wait();  // every rank has read them
   }
   out->greedy_s = absl::ToDoubleSeconds(absl::Now() - start);
   return absl::OkStatus();
@@ -221,11 +254,12 @@ class TensorParallelTest : public ::testing::Test {
     loads_.clear();
   }
 
-  // The world of `world` ranks, run once and remembered.
-  static const std::vector<RankResult>& World(int world) {
-    auto it = results_.find(world);
+  // The world of `world` ranks over `kind`, run once and remembered.
+  static const std::vector<RankResult>& World(int world, Comm kind = Comm::kShm) {
+    const int key = kind == Comm::kShm ? world : -world;
+    auto it = results_.find(key);
     if (it != results_.end()) return it->second;
-    return results_[world] = Run(world, /*steps=*/true);
+    return results_[key] = Run(world, /*steps=*/true, kind);
   }
 
   // The world of `world` ranks loaded (weight_bytes), run or not; remembered. Lets the memory
@@ -235,24 +269,27 @@ class TensorParallelTest : public ::testing::Test {
     if (it != results_.end()) return it->second;
     it = loads_.find(world);
     if (it != loads_.end()) return it->second;
-    return loads_[world] = Run(world, /*steps=*/false);
+    return loads_[world] = Run(world, /*steps=*/false, Comm::kShm);
   }
 
-  static std::vector<RankResult> Run(int world, bool steps) {
+  static std::vector<RankResult> Run(int world, bool steps, Comm kind) {
     std::vector<RankResult> ranks(world);
     comm::InMemoryStore store;
+    Lockstep sync(world);
     const absl::Time start = absl::Now();
     std::vector<std::thread> threads;
     threads.reserve(world);
     for (int r = 0; r < world; ++r) {
-      threads.emplace_back(
-          [&, r] { ranks[r].status = RunRank(*weights_, &store, r, world, steps, &ranks[r]); });
+      threads.emplace_back([&, r] {
+        ranks[r].status = RunRank(*weights_, &store, kind, r, world, steps, &sync, &ranks[r]);
+      });
     }
     for (std::thread& t : threads) t.join();
     if (!steps) return ranks;
-    std::printf("world of %d: %.1f s (rank 0: load %.1f s, logit steps %.1f s, greedy %.1f s)\n",
-                world, absl::ToDoubleSeconds(absl::Now() - start), ranks[0].load_s,
-                ranks[0].logits_s, ranks[0].greedy_s);
+    std::printf(
+        "world of %d over %s: %.1f s (rank 0: load %.1f s, logit steps %.1f s, greedy %.1f s)\n",
+        world, kind == Comm::kShm ? "shm" : "gloo", absl::ToDoubleSeconds(absl::Now() - start),
+        ranks[0].load_s, ranks[0].logits_s, ranks[0].greedy_s);
     int eos = 0;
     size_t generated = 0;
     for (const std::vector<int32_t>& g : ranks[0].greedy) {
@@ -265,14 +302,18 @@ class TensorParallelTest : public ::testing::Test {
   }
 
   // Every rank of `world` against rank 0 of the world of one.
-  static void ExpectMatchesWorldOfOne(int world) {
+  static void ExpectMatchesWorldOfOne(int world, Comm kind = Comm::kShm) {
     const std::vector<RankResult>& ref = World(1);
     ASSERT_TRUE(ref[0].status.ok()) << ref[0].status;
-    const std::vector<RankResult>& got = World(world);
+    const std::vector<RankResult>& got = World(world, kind);
     const int64_t vocab = weights_->config().vocab_size;
     for (int r = 0; r < world; ++r) {
       ASSERT_TRUE(got[r].status.ok()) << "rank " << r << ": " << got[r].status;
       ASSERT_EQ(got[r].step_logits.size(), ref[0].step_logits.size());
+      if (r > 0) {
+        for (const std::vector<float>& l : got[r].step_logits) EXPECT_TRUE(l.empty());
+        continue;  // only rank 0 receives logits
+      }
       double worst = 0;
       for (size_t s = 0; s < ref[0].step_logits.size(); ++s) {
         const std::vector<float>& want = ref[0].step_logits[s];
@@ -330,6 +371,24 @@ TEST(TensorParallelPromptsTest, SixteenPromptsOfDifferentLengths) {
 }
 
 TEST_F(TensorParallelTest, WorldOfTwoMatchesWorldOfOne) { ExpectMatchesWorldOfOne(2); }
+TEST_F(TensorParallelTest, WorldOfTwoOverGlooMatchesWorldOfOne) {
+  ExpectMatchesWorldOfOne(2, Comm::kGloo);
+}
+
+// At two ranks a + b = b + a: shared memory and Gloo's ring give the same bits.
+TEST_F(TensorParallelTest, ShmAndGlooGiveTheSameBitsAtTwoRanks) {
+  const std::vector<RankResult>& shm = World(2, Comm::kShm);
+  const std::vector<RankResult>& gloo = World(2, Comm::kGloo);
+  ASSERT_TRUE(shm[0].status.ok() && gloo[0].status.ok());
+  ASSERT_EQ(shm[0].step_logits.size(), gloo[0].step_logits.size());
+  for (size_t s = 0; s < shm[0].step_logits.size(); ++s) {
+    const std::vector<float>& a = shm[0].step_logits[s];
+    const std::vector<float>& b = gloo[0].step_logits[s];
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "step " << s;
+  }
+  EXPECT_EQ(shm[0].greedy, gloo[0].greedy);
+}
 TEST_F(TensorParallelTest, WorldOfThreeMatchesWorldOfOne) { ExpectMatchesWorldOfOne(3); }
 TEST_F(TensorParallelTest, WorldOfFourMatchesWorldOfOne) { ExpectMatchesWorldOfOne(4); }
 

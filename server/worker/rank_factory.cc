@@ -18,10 +18,11 @@ namespace tpserve::worker {
 using tpserve::v1::CommBackend;
 
 absl::Status CheckRankBackend(CommBackend backend, const RankDevice& where) {
-  if (backend != tpserve::v1::COMM_BACKEND_GLOO && backend != tpserve::v1::COMM_BACKEND_NCCL) {
+  if (backend != tpserve::v1::COMM_BACKEND_GLOO && backend != tpserve::v1::COMM_BACKEND_NCCL &&
+      backend != tpserve::v1::COMM_BACKEND_SHM && backend != tpserve::v1::COMM_BACKEND_AUTO) {
     return absl::InvalidArgumentError(
         absl::StrCat("Init: backend ", tpserve::v1::CommBackend_Name(backend),
-                     " is not supported (want COMM_BACKEND_GLOO or COMM_BACKEND_NCCL)"));
+                     " is not supported (want COMM_BACKEND_AUTO, _SHM, _GLOO or _NCCL)"));
   }
   if (where.device < 0) {
     if (backend == tpserve::v1::COMM_BACKEND_NCCL) {
@@ -41,9 +42,9 @@ absl::Status CheckRankBackend(CommBackend backend, const RankDevice& where) {
 #endif
 }
 
-absl::StatusOr<RankResources> BuildRank(CommBackend backend, const RankDevice& where,
-                                        comm::Store* store, const CommSpec& spec,
-                                        const CommFactory& cpu_comms) {
+absl::StatusOr<RankResources> BuildRank(const RankDevice& where, comm::Store* store,
+                                        const CommSpec& spec, const CommFactory& cpu_comms) {
+  const CommBackend backend = spec.backend;
   RETURN_IF_ERROR(CheckRankBackend(backend, where));
   RankResources rank;
   if (where.device < 0) {
@@ -58,7 +59,8 @@ absl::StatusOr<RankResources> BuildRank(CommBackend backend, const RankDevice& w
   rank.backend = std::move(gpu);
   if (spec.world_size == 1) {
     rank.comm = std::make_unique<comm::SingleRankCommunicator>();
-  } else if (backend == tpserve::v1::COMM_BACKEND_NCCL) {
+  } else if (backend == tpserve::v1::COMM_BACKEND_NCCL ||
+             backend == tpserve::v1::COMM_BACKEND_AUTO) {
     comm::NcclOptions options;
     options.device = where.device;
     options.timeout = spec.timeout;

@@ -1,8 +1,9 @@
 // RankFactory: the Backend and Communicator of one worker rank, chosen once Init arrived:
-// a CPU worker computes with CpuBackend and talks through the CommFactory (Gloo); a GPU
-// worker (--device N) computes with CudaBackend and talks through NCCL on the backend's stream
-// (stream-ordered), or through Gloo staged via pinned host memory (HostStagingCommunicator)
-// where NCCL cannot be used, e.g. two ranks sharing one GPU. Stateless.
+// a CPU worker computes with CpuBackend and talks through the CommFactory (shared memory on
+// one host, Gloo across hosts); a GPU worker (--device N) computes with CudaBackend and talks
+// through NCCL on the backend's stream (stream-ordered; what AUTO means on a GPU), or through
+// the CommFactory's communicator staged via pinned host memory (HostStagingCommunicator) when
+// asked for GLOO or SHM, e.g. two ranks sharing one GPU, which NCCL refuses. Stateless.
 #ifndef TPSERVE_SERVER_WORKER_RANK_FACTORY_H_
 #define TPSERVE_SERVER_WORKER_RANK_FACTORY_H_
 
@@ -30,14 +31,14 @@ struct RankResources {
 };
 
 // Whether this build can serve `backend` on `where`: InvalidArgument naming the field when
-// not (NCCL on a CPU worker, or a GPU worker in a build without CUDA).
+// not (an unknown backend, NCCL on a CPU worker, or a GPU worker in a build without CUDA).
 absl::Status CheckRankBackend(tpserve::v1::CommBackend backend, const RankDevice& where);
 
-// Builds the rank of `spec` on `where`, meeting its peers through `store`. `cpu_comms` makes
-// the Gloo communicator (for CPU ranks, and for GPU ranks staged through host memory).
-absl::StatusOr<RankResources> BuildRank(tpserve::v1::CommBackend backend, const RankDevice& where,
-                                        comm::Store* store, const CommSpec& spec,
-                                        const CommFactory& cpu_comms);
+// Builds the rank of `spec` (spec.backend as Init asked) on `where`, meeting its peers through
+// `store`. `cpu_comms` makes the host communicator (for CPU ranks, and for GPU ranks staged
+// through host memory).
+absl::StatusOr<RankResources> BuildRank(const RankDevice& where, comm::Store* store,
+                                        const CommSpec& spec, const CommFactory& cpu_comms);
 
 }  // namespace tpserve::worker
 

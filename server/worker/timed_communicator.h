@@ -38,11 +38,8 @@ class TimedCommunicator final : public comm::Communicator {
   absl::Status AllGather(const float* in, int64_t count, float* out) override {
     return Timed([&] { return inner_->AllGather(in, count, out); });
   }
-  absl::Status Broadcast(float* data, int64_t count, int root) override {
-    return Timed([&] { return inner_->Broadcast(data, count, root); });
-  }
-  absl::Status Barrier() override {
-    return Timed([&] { return inner_->Barrier(); });
+  absl::Status Gather(const float* in, int64_t count, float* out) override {
+    return Timed([&] { return inner_->Gather(in, count, out); });
   }
   absl::Status Synchronize() override {
     return Timed([&] { return inner_->Synchronize(); });

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "server/comm/host_layout.h"
 #include "server/common/status_macros.h"
 #include "server/model/shard_plan.h"
 
@@ -22,6 +23,8 @@ using tpserve::v1::StepResult;
 using tpserve::v1::WorkerMessage;
 
 namespace {
+
+constexpr uint32_t kMaxThreads = 1024;
 
 engine::SamplingParams FromProto(const tpserve::v1::SamplingParams& p) {
   engine::SamplingParams s;
@@ -54,6 +57,10 @@ absl::Status ValidateInit(const Init& init, int device) {
   RankDevice where;
   where.device = device;
   RETURN_IF_ERROR(CheckRankBackend(init.backend(), where));
+  if (init.threads() > kMaxThreads) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Init: threads ", init.threads(), " is above the limit of ", kMaxThreads));
+  }
   if (init.model_path().empty()) return absl::InvalidArgumentError("Init: model_path is empty");
   if (::access(init.model_path().c_str(), R_OK) != 0) {
     return absl::FailedPreconditionError(
@@ -150,11 +157,28 @@ absl::Status WorkerSession::BuildWorld(const Init& init) {
   spec.host = init.comm_host().empty() ? "127.0.0.1" : init.comm_host();
   if (init.comm_timeout_ms() > 0) spec.timeout = absl::Milliseconds(init.comm_timeout_ms());
   spec.prefix = absl::StrCat("gen", init.world_generation(), "/");
+  spec.backend = init.backend();
+  spec.hosts.hosts = {comm::LocalHostIdentity()};
+  if (world > 1) {
+    absl::StatusOr<comm::HostLayout> hosts = comm::ExchangeHostIdentities(
+        store_.get(), spec.prefix, rank_, world, spec.hosts.hosts.front(), spec.timeout);
+    if (!hosts.ok()) {
+      return absl::Status(hosts.status().code(),
+                          absl::StrCat("exchanging hosts: ", hosts.status().message()));
+    }
+    spec.hosts = *std::move(hosts);
+  }
+  // Compute threads: as Init says, or this host's CPUs shared among its ranks. A rank may spin
+  // while waiting for a peer only if every thread of this host's ranks has a core.
+  const int cpus = comm::UsableCpus();
+  const int on_host = spec.hosts.RanksOnHostOf(rank_);
   RankDevice where;
   where.device = options_.device;
-  where.threads = std::max<int>(1, static_cast<int>(init.threads()));
-  absl::StatusOr<RankResources> rank =
-      BuildRank(init.backend(), where, store_.get(), spec, options_.comm_factory);
+  where.threads =
+      init.threads() > 0 ? static_cast<int>(init.threads()) : std::max(1, cpus / on_host);
+  spec.spin = on_host * where.threads <= cpus;
+  threads_ = where.threads;
+  absl::StatusOr<RankResources> rank = BuildRank(where, store_.get(), spec, options_.comm_factory);
   if (!rank.ok()) {
     return absl::Status(rank.status().code(),
                         absl::StrCat("backend and communicator: ", rank.status().message()));
@@ -192,8 +216,11 @@ void WorkerSession::Execute(const Init& init) {
     ready.mutable_ready()->set_weight_bytes(static_cast<uint64_t>(model_->weight_bytes()));
     ready.mutable_ready()->set_kv_bytes(static_cast<uint64_t>(model_->kv_bytes()));
     ready.mutable_ready()->set_vocab_size(static_cast<uint32_t>(model_->config().vocab_size));
+    ready.mutable_ready()->set_comm_backend(std::string(comm_->backend_name()));
+    ready.mutable_ready()->set_threads(static_cast<uint32_t>(threads_));
     LOG(INFO) << "Ready: rank " << rank_ << " kv_blocks " << model_->kv_blocks() << " weights "
-              << model_->weight_bytes() << " B";
+              << model_->weight_bytes() << " B, " << threads_ << " threads, communicator "
+              << comm_->backend_name();
     bool ok = Write(ready);
     while (ok) {
       CoordinatorMessage message;
@@ -243,7 +270,8 @@ StepResult WorkerSession::RunStep(const Step& step) {
   }
   absl::Status status = model_->Forward(batch, &logits_);
   const int64_t vocab = model_->config().vocab_size;
-  if (status.ok() && static_cast<int64_t>(logits_.size()) != batch.num_logit_rows() * vocab) {
+  if (status.ok() && rank_ == 0 &&
+      static_cast<int64_t>(logits_.size()) != batch.num_logit_rows() * vocab) {
     status = absl::InternalError(absl::StrCat("logits hold ", logits_.size(), " values, want ",
                                               batch.num_logit_rows(), " x ", vocab));
   }

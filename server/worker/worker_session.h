@@ -91,6 +91,7 @@ class WorkerSession {
 
   // Owned by the executor thread.
   int rank_ = 0;
+  int threads_ = 1;  // compute threads in use
   std::unique_ptr<model::WeightSource> weights_;
   std::unique_ptr<engine::Backend> backend_;
   std::optional<WorkerMetrics::Rank> metrics_;  // this rank's, when options_.metrics is set

@@ -13,6 +13,9 @@ namespace tpserve::kernels::cpu::reference {
 // y[i] += x[i]; [n].
 void Add(float* y, const float* x, int64_t n);
 
+// out[i] = parts[0][i] + parts[1][i] + ..., added left to right in float; [n].
+void SumInOrder(const float* const* parts, int num_parts, float* out, int64_t n);
+
 // y[i] *= s; [n].
 void Scale(float* y, float s, int64_t n);
 

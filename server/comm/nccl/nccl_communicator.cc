@@ -111,10 +111,6 @@ NcclCommunicator::~NcclCommunicator() {
     }
   }
   if (!status.ok()) LOG(WARNING) << "nccl rank " << rank_ << ": shutdown: " << status;
-  if (barrier_scratch_ != nullptr) {
-    absl::Status s = cuda::CudaStatus(cudaFree(barrier_scratch_), "cudaFree", __FILE__, __LINE__);
-    if (!s.ok()) LOG(WARNING) << s;
-  }
   if (!stream_ordered_) {
     absl::Status s =
         cuda::CudaStatus(cudaStreamDestroy(stream_), "cudaStreamDestroy", __FILE__, __LINE__);
@@ -124,7 +120,6 @@ NcclCommunicator::~NcclCommunicator() {
 
 absl::Status NcclCommunicator::Init(const ncclUniqueId& id, absl::Time deadline) {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-  CUDA_RETURN_IF_ERROR(cudaMalloc(&barrier_scratch_, sizeof(float)));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   {
@@ -158,28 +153,6 @@ absl::Status NcclCommunicator::AllGather(const float* in, int64_t count, float* 
   return Run("all-gather", [&](ncclComm_t comm) {
     NCCL_RETURN_IF_ERROR(
         ncclAllGather(in, out, static_cast<size_t>(count), ncclFloat32, comm, stream_));
-    return absl::OkStatus();
-  });
-}
-
-absl::Status NcclCommunicator::Broadcast(float* data, int64_t count, int root) {
-  RETURN_IF_ERROR(CheckCount(count));
-  if (root < 0 || root >= world_size_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("nccl rank ", rank_, ": broadcast root ", root, " outside ", world_size_));
-  }
-  return Run("broadcast", [&](ncclComm_t comm) {
-    NCCL_RETURN_IF_ERROR(
-        ncclBroadcast(data, data, static_cast<size_t>(count), ncclFloat32, root, comm, stream_));
-    return absl::OkStatus();
-  });
-}
-
-absl::Status NcclCommunicator::Barrier() {
-  // The scratch value's contents do not matter; only that every rank took part.
-  return Run("barrier", [&](ncclComm_t comm) {
-    NCCL_RETURN_IF_ERROR(
-        ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum, comm, stream_));
     return absl::OkStatus();
   });
 }

@@ -73,10 +73,6 @@ class NcclCommunicator final : public Communicator {
   // in: device [count]; out: device [world_size * count], rank-major. out may hold in at
   // offset rank * count (in-place gather).
   absl::Status AllGather(const float* in, int64_t count, float* out) override;
-  // data: device [count] floats; rank `root`'s values overwrite everyone's.
-  absl::Status Broadcast(float* data, int64_t count, int root) override;
-  // A one-float all-reduce on a device scratch value.
-  absl::Status Barrier() override;
   // Stream-ordered: waits, bounded by the timeout, until the stream has finished everything
   // enqueued on it. Otherwise a no-op.
   absl::Status Synchronize() override;
@@ -115,7 +111,6 @@ class NcclCommunicator final : public Communicator {
   absl::Mutex mu_;
   ncclComm_t comm_ ABSL_GUARDED_BY(mu_) = nullptr;  // null once aborted or destroyed
   std::string abort_reason_ ABSL_GUARDED_BY(mu_);
-  float* barrier_scratch_ = nullptr;  // device [1], for Barrier()
 };
 
 }  // namespace tpserve::comm

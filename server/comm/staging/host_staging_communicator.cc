@@ -58,6 +58,15 @@ absl::Status HostStagingCommunicator::AllReduceSum(float* data, int64_t count) {
 }
 
 absl::Status HostStagingCommunicator::AllGather(const float* in, int64_t count, float* out) {
+  return Staged(in, count, out, /*to_every_rank=*/true);
+}
+
+absl::Status HostStagingCommunicator::Gather(const float* in, int64_t count, float* out) {
+  return Staged(in, count, out, /*to_every_rank=*/false);
+}
+
+absl::Status HostStagingCommunicator::Staged(const float* in, int64_t count, float* out,
+                                             bool to_every_rank) {
   const int64_t total = count * world_size();
   // staging: [world_size * count]; this rank's values go to their block first.
   RETURN_IF_ERROR(Reserve(total));
@@ -65,15 +74,13 @@ absl::Status HostStagingCommunicator::AllGather(const float* in, int64_t count, 
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(mine, in, static_cast<size_t>(count) * sizeof(float),
                                        cudaMemcpyDeviceToHost, stream_));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  RETURN_IF_ERROR(inner_->AllGather(mine, count, staging_));
+  if (to_every_rank) {
+    RETURN_IF_ERROR(inner_->AllGather(mine, count, staging_));
+  } else {
+    RETURN_IF_ERROR(inner_->Gather(mine, count, staging_));
+    if (rank() != 0) return absl::OkStatus();
+  }
   return ToDevice(out, total);
-}
-
-absl::Status HostStagingCommunicator::Broadcast(float* data, int64_t count, int root) {
-  RETURN_IF_ERROR(Reserve(count));
-  RETURN_IF_ERROR(ToHost(data, count));
-  RETURN_IF_ERROR(inner_->Broadcast(staging_, count, root));
-  return ToDevice(data, count);
 }
 
 absl::Status HostStagingCommunicator::Synchronize() {

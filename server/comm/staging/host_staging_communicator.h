@@ -1,4 +1,4 @@
-// HostStagingCommunicator: lets GPU ranks use a host communicator (Gloo over TCP) by staging
+// HostStagingCommunicator: lets GPU ranks use a host communicator (Gloo or shm) by staging
 // every collective through pinned host memory: device → host copy on the backend's stream,
 // the inner collective on the host, host → device copy back onto the stream. For worlds NCCL
 // refuses, such as two ranks sharing one GPU, and for GPUs without a NCCL path between them.
@@ -37,9 +37,8 @@ class HostStagingCommunicator final : public Communicator {
   absl::Status AllReduceSum(float* data, int64_t count) override;
   // in: device [count]; out: device [world_size * count], rank-major.
   absl::Status AllGather(const float* in, int64_t count, float* out) override;
-  // data: device [count].
-  absl::Status Broadcast(float* data, int64_t count, int root) override;
-  absl::Status Barrier() override { return inner_->Barrier(); }
+  // As AllGather, through the inner Gather: only rank 0 copies the result back to the device.
+  absl::Status Gather(const float* in, int64_t count, float* out) override;
   // Waits for the copies back to the device.
   absl::Status Synchronize() override;
   void Abort() override { inner_->Abort(); }
@@ -49,6 +48,8 @@ class HostStagingCommunicator final : public Communicator {
   absl::Status Reserve(int64_t count);
   // Copies device [count] → staging [0, count) and waits for it (and the work before it).
   absl::Status ToHost(const float* device, int64_t count);
+  // AllGather (to_every_rank) or Gather of device `in` [count] into device `out`.
+  absl::Status Staged(const float* in, int64_t count, float* out, bool to_every_rank);
   // Enqueues staging [0, count) → device [count] on the stream.
   absl::Status ToDevice(float* device, int64_t count);
 

@@ -293,8 +293,8 @@ TEST(CudaLlamaModelTest, TwoRanksSharingOneGpuThroughStagedGloo) {
   ASSERT_TRUE(statuses[0].ok()) << statuses[0];
   ASSERT_TRUE(statuses[1].ok()) << statuses[1];
   ASSERT_EQ(logits[0].size(), single.size());
-  // Every rank ends the step with the whole gathered logits.
-  EXPECT_EQ(logits[0], logits[1]);
+  // Only rank 0 receives the gathered logits (it samples).
+  EXPECT_TRUE(logits[1].empty());
   for (float v : logits[0]) ASSERT_TRUE(std::isfinite(v));
   if (weights != nullptr) {
     // Same bf16 weights; only the split of the row-parallel sums differs.
