@@ -61,7 +61,8 @@ ABSL_FLAG(std::string, devices, "",
           "serve: GPU of each local worker, comma-separated (0,1: rank 0 on GPU 0, rank 1 on "
           "GPU 1); empty: CPU workers");
 ABSL_FLAG(std::string, comm, "",
-          "serve/coordinator: worker communication, auto, shm, gloo or nccl (empty: nccl when "
+          "generate --workers/serve/coordinator: worker communication, auto, shm, gloo or nccl "
+          "(empty: nccl when "
           "serve's --devices are distinct GPUs, shm when they share one, else auto: shared "
           "memory when every worker is on one host, Gloo over TCP otherwise; GPU workers take "
           "auto as nccl)");
@@ -79,6 +80,9 @@ ABSL_FLAG(int64_t, max_running, 64, "serve/coordinator: sequences in the running
 ABSL_FLAG(int32_t, drain_timeout_s, 30,
           "serve/coordinator: on SIGTERM, how long running streams may take to finish");
 ABSL_FLAG(int32_t, step_timeout_s, 30, "serve/coordinator: deadline of one worker step");
+ABSL_FLAG(std::string, step_trace_file, "",
+          "serve/coordinator: write one JSON line per worker step here (wall, overhead, each "
+          "rank's compute and collective time, in microseconds)");
 
 namespace {
 
@@ -90,7 +94,7 @@ constexpr char kUsage[] =
     "           [--chat_template FILE]] [--add_special]   (JSON lines on stdin -> stdout)\n"
     "  generate --model PATH --prompt TEXT [--chat] [--max_tokens N] [--temperature T]\n"
     "           [--top_k K] [--top_p P] [--min_p P] [--seed S] [--threads N] [--json]\n"
-    "           [--workers HOST:PORT,... [--kv_budget_mb M]]   (on a world of workers)\n"
+    "           [--workers HOST:PORT,... [--kv_budget_mb M] [--comm C]]   (on a world of workers)\n"
     "  worker   --listen HOST:PORT [--port_file F] [--device N]   (until SIGINT/SIGTERM)\n"
     "  serve    --model PATH [--tp N] [--devices 0,1,...] [--comm auto|shm|gloo|nccl]\n"
     "           [--host H] [--port P] [--threads N] [limits]\n"
@@ -102,34 +106,6 @@ int Finish(const absl::Status& status) {
   if (status.ok()) return 0;
   std::cerr << "tpserve: " << status << "\n";
   return 1;
-}
-
-absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags() {
-  tpserve::cli::GenerateOptions o;
-  o.model_path = absl::GetFlag(FLAGS_model);
-  o.prompt = absl::GetFlag(FLAGS_prompt);
-  o.chat = absl::GetFlag(FLAGS_chat);
-  o.max_tokens = absl::GetFlag(FLAGS_max_tokens);
-  o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
-  o.json = absl::GetFlag(FLAGS_json);
-  o.threads = absl::GetFlag(FLAGS_threads);
-  o.sampling.temperature = absl::GetFlag(FLAGS_temperature);
-  o.sampling.top_k = absl::GetFlag(FLAGS_top_k);
-  o.sampling.top_p = absl::GetFlag(FLAGS_top_p);
-  o.sampling.min_p = absl::GetFlag(FLAGS_min_p);
-  o.sampling.repetition_penalty = absl::GetFlag(FLAGS_repetition_penalty);
-  o.sampling.frequency_penalty = absl::GetFlag(FLAGS_frequency_penalty);
-  o.sampling.presence_penalty = absl::GetFlag(FLAGS_presence_penalty);
-  o.sampling.seed = absl::GetFlag(FLAGS_seed);
-  o.sampling.logprobs = absl::GetFlag(FLAGS_logprobs);
-  const std::string workers = absl::GetFlag(FLAGS_workers);
-  if (!workers.empty()) {
-    absl::StatusOr<std::vector<std::string>> list = tpserve::coordinator::ParseWorkerList(workers);
-    if (!list.ok()) return list.status();
-    o.workers = *std::move(list);
-  }
-  o.kv_budget_bytes = absl::GetFlag(FLAGS_kv_budget_mb) << 20;
-  return o;
 }
 
 // "0,1" → {0, 1}; InvalidArgument naming --devices for anything else.
@@ -166,12 +142,44 @@ absl::StatusOr<tpserve::v1::CommBackend> CommBackendFromFlags(const std::vector<
   return distinct ? tpserve::v1::COMM_BACKEND_NCCL : tpserve::v1::COMM_BACKEND_SHM;
 }
 
+absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags() {
+  tpserve::cli::GenerateOptions o;
+  o.model_path = absl::GetFlag(FLAGS_model);
+  o.prompt = absl::GetFlag(FLAGS_prompt);
+  o.chat = absl::GetFlag(FLAGS_chat);
+  o.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+  o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  o.json = absl::GetFlag(FLAGS_json);
+  o.threads = absl::GetFlag(FLAGS_threads);
+  o.sampling.temperature = absl::GetFlag(FLAGS_temperature);
+  o.sampling.top_k = absl::GetFlag(FLAGS_top_k);
+  o.sampling.top_p = absl::GetFlag(FLAGS_top_p);
+  o.sampling.min_p = absl::GetFlag(FLAGS_min_p);
+  o.sampling.repetition_penalty = absl::GetFlag(FLAGS_repetition_penalty);
+  o.sampling.frequency_penalty = absl::GetFlag(FLAGS_frequency_penalty);
+  o.sampling.presence_penalty = absl::GetFlag(FLAGS_presence_penalty);
+  o.sampling.seed = absl::GetFlag(FLAGS_seed);
+  o.sampling.logprobs = absl::GetFlag(FLAGS_logprobs);
+  const std::string workers = absl::GetFlag(FLAGS_workers);
+  if (!workers.empty()) {
+    absl::StatusOr<std::vector<std::string>> list = tpserve::coordinator::ParseWorkerList(workers);
+    if (!list.ok()) return list.status();
+    o.workers = *std::move(list);
+  }
+  o.kv_budget_bytes = absl::GetFlag(FLAGS_kv_budget_mb) << 20;
+  absl::StatusOr<tpserve::v1::CommBackend> comm = CommBackendFromFlags({});
+  if (!comm.ok()) return comm.status();
+  o.comm = *comm;
+  return o;
+}
+
 absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {
   tpserve::cli::ServeOptions o;
   tpserve::coordinator::CoordinatorOptions& c = o.coordinator;
   c.model_path = absl::GetFlag(FLAGS_model);
   c.listen = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
   c.reflection = absl::GetFlag(FLAGS_reflection);
+  c.step_trace_file = absl::GetFlag(FLAGS_step_trace_file);
   c.limits.max_input_tokens = absl::GetFlag(FLAGS_max_input_tokens);
   c.limits.max_total_tokens = absl::GetFlag(FLAGS_max_total_tokens);
   c.limits.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);

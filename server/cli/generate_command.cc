@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<StepRunner>> MakeRunner(const GenerateOptions& op
   pool.kv_budget_bytes = options.kv_budget_bytes;
   pool.kv_block_size = kKvBlockSize;
   pool.threads = static_cast<uint32_t>(std::max(0, options.threads));
+  pool.backend = options.comm;
   return RemoteStepRunner::Create(std::move(pool));
 }
 

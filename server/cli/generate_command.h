@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "server/engine/sampler.h"
+#include "tpserve/v1/worker.pb.h"
 
 namespace tpserve::cli {
 
@@ -30,6 +31,8 @@ struct GenerateOptions {
   // workers open `model_path` themselves.
   std::vector<std::string> workers;
   uint64_t kv_budget_bytes = 64ull << 20;  // remote mode: KV memory per worker
+  // Remote mode: how the workers talk (AUTO: shared memory on one host, else Gloo).
+  tpserve::v1::CommBackend comm = tpserve::v1::COMM_BACKEND_AUTO;
 };
 
 // Streams the generation to `out`. Errors (model, prompt, parameters) are the Status.

@@ -267,6 +267,11 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
   const absl::Time now = absl::Now();
   metrics_->batch_size.Observe(static_cast<double>(plan.entries.size()));
   metrics_->step_duration.Observe(Seconds(outcome->wall));
+  metrics_->step_overhead.Observe(Seconds(StepOverhead(*outcome)));
+  if (options_.step_trace != nullptr) {
+    options_.step_trace->Record(step.step_id(), static_cast<int64_t>(plan.entries.size()),
+                                plan.tokens, *outcome);
+  }
   metrics_->preemptions.Increment(static_cast<double>(plan.preempted.size()));
   for (const PlannedSequence& e : plan.entries) {
     Request& request = *requests_.at(e.seq->id);

@@ -28,6 +28,7 @@
 #include "server/coordinator/response_sink.h"
 #include "server/coordinator/scheduler.h"
 #include "server/coordinator/serving_metrics.h"
+#include "server/coordinator/step_trace.h"
 #include "server/coordinator/worker_pool.h"
 #include "server/model/tokenizer.h"
 
@@ -38,6 +39,7 @@ struct BatchEngineOptions {
   int64_t max_queue = 256;                              // requests waiting for admission
   absl::Duration recovery_timeout = absl::Seconds(60);  // world down → fail waiting requests
   absl::Duration restart_backoff = absl::Seconds(1);    // between attempts to restart
+  StepTrace* step_trace = nullptr;  // when set, every step is recorded there (not owned)
 };
 
 // A snapshot for GetModelInfo (and, later, metrics).

@@ -76,6 +76,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   }
   s->metrics_ = std::make_unique<ServingMetrics>(*s->registry_, world);
   s->pool_ = std::make_unique<WorkerPool>(options.pool);
+  if (!options.step_trace_file.empty()) {
+    ASSIGN_OR_RETURN(s->step_trace_, StepTrace::Open(options.step_trace_file));
+    options.engine.step_trace = s->step_trace_.get();
+  }
   CoordinatorServer* self = s.get();
   s->engine_ = std::make_unique<BatchEngine>(options.engine, s->pool_.get(), *s->tokenizer_,
                                              s->metrics_.get(),

@@ -20,6 +20,7 @@
 #include "server/coordinator/generation_service.h"
 #include "server/coordinator/request_validator.h"
 #include "server/coordinator/serving_metrics.h"
+#include "server/coordinator/step_trace.h"
 #include "server/coordinator/worker_pool.h"
 #include "server/model/chat_prompt.h"
 #include "server/model/tokenizer.h"
@@ -30,7 +31,8 @@ struct CoordinatorOptions {
   std::string model_path;
   std::string listen = "127.0.0.1:50051";  // HOST:PORT; port 0 picks a free one
   bool reflection = true;
-  std::string metrics_listen;  // HOST:PORT of the Prometheus endpoint; empty: none
+  std::string metrics_listen;   // HOST:PORT of the Prometheus endpoint; empty: none
+  std::string step_trace_file;  // one JSON line per worker step; empty: none
   ServingLimits limits;
   BatchEngineOptions engine;
   WorkerPoolOptions pool;  // workers, KV budget, threads, timeouts (model_path is filled in)
@@ -62,6 +64,7 @@ class CoordinatorServer {
   std::shared_ptr<prometheus::Registry> registry_;  // metrics_server_'s, or a private one
   std::unique_ptr<ServingMetrics> metrics_;
   std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<StepTrace> step_trace_;  // before engine_: the engine writes to it
   std::unique_ptr<BatchEngine> engine_;
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<grpc::Server> server_;

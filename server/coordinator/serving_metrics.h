@@ -35,6 +35,7 @@ class ServingMetrics {
   prometheus::Gauge& kv_cache_usage;
   prometheus::Histogram& batch_size;
   prometheus::Histogram& step_duration;
+  prometheus::Histogram& step_overhead;
   prometheus::Counter& preemptions;
 
  private:

@@ -60,6 +60,8 @@ struct WorkerPool::Session {
   std::thread reader;
   std::optional<tpserve::v1::Ready> ready;
   std::optional<tpserve::v1::StepResult> result;
+  int64_t sent_unix_ns = 0;      // the current Step's write began
+  int64_t returned_unix_ns = 0;  // its result arrived
 };
 
 WorkerPool::WorkerPool(WorkerPoolOptions options) : options_(std::move(options)) {}
@@ -203,7 +205,10 @@ void WorkerPool::ReadLoop(Session* s) {
       case WorkerMessage::kStepResult: {
         absl::MutexLock lock(&mu_);
         const tpserve::v1::StepResult& result = message.step_result();
-        if (result.step_id() == current_step_) s->result = result;
+        if (result.step_id() == current_step_) {
+          s->result = result;
+          s->returned_unix_ns = absl::GetCurrentTimeNanos();
+        }
         if (!result.error().empty()) {
           MarkDownLocked(s->rank, absl::StatusCode::kInternal,
                          absl::StrCat("step ", result.step_id(), " failed: ", result.error()));
@@ -316,6 +321,7 @@ absl::StatusOr<StepOutcome> WorkerPool::RunStep(const tpserve::v1::Step& step) {
     for (const auto& s : sessions_) s->result.reset();
   }
   for (const auto& s : sessions_) {
+    s->sent_unix_ns = absl::GetCurrentTimeNanos();
     if (!Write(s.get(), message)) {
       MarkDown(s->rank, absl::StatusCode::kUnavailable, "cannot send the Step: the stream broke");
       break;
@@ -344,8 +350,12 @@ absl::StatusOr<StepOutcome> WorkerPool::RunStep(const tpserve::v1::Step& step) {
   StepOutcome outcome;
   outcome.result = *sessions_.front()->result;
   for (const auto& s : sessions_) {
-    outcome.compute_ns.push_back(s->result->compute_ns());
-    outcome.comm_ns.push_back(s->result->comm_ns());
+    const tpserve::v1::StepResult& r = *s->result;
+    outcome.compute_ns.push_back(r.compute_ns());
+    outcome.comm_ns.push_back(r.comm_ns());
+    outcome.times.push_back({s->sent_unix_ns, static_cast<int64_t>(r.received_unix_ns()),
+                             static_cast<int64_t>(r.started_unix_ns()),
+                             static_cast<int64_t>(r.finished_unix_ns()), s->returned_unix_ns});
   }
   outcome.wall = absl::Now() - start;
   return outcome;

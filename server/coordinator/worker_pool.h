@@ -53,11 +53,22 @@ struct WorkerPoolOptions {
 // Splits "h:p,h:p" into addresses; InvalidArgument for an empty list or a bad entry.
 absl::StatusOr<std::vector<std::string>> ParseWorkerList(const std::string& list);
 
+// Where one rank's part of a step went, in nanoseconds since the Unix epoch: sent and
+// returned on the coordinator's clock, the rest on the worker's (comparable on one host).
+struct RankStepTimes {
+  int64_t sent = 0;      // the coordinator began writing the Step to this rank
+  int64_t received = 0;  // the worker's reader got it
+  int64_t started = 0;   // the worker's executor began it
+  int64_t finished = 0;  // its result was ready to write
+  int64_t returned = 0;  // the coordinator's reader got the result
+};
+
 // The joined result of one step.
 struct StepOutcome {
   tpserve::v1::StepResult result;    // rank 0's: the sampled tokens
   std::vector<uint64_t> compute_ns;  // [world_size] per rank
   std::vector<uint64_t> comm_ns;     // [world_size] per rank
+  std::vector<RankStepTimes> times;  // [world_size] per rank
   absl::Duration wall;               // fan-out to the last result
 };
 

@@ -30,13 +30,34 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
       kv_cache_bytes_(BuildGauge()
                           .Name("tpserve_worker_kv_cache_bytes")
                           .Help("KV cache bytes allocated on this rank")
-                          .Register(r)) {}
+                          .Register(r)),
+      threads_(BuildGauge()
+                   .Name("tpserve_worker_threads")
+                   .Help("Compute threads of this rank")
+                   .Register(r)),
+      communicator_(BuildGauge()
+                        .Name("tpserve_worker_communicator_info")
+                        .Help("1 for the communicator this rank's world uses (backend label)")
+                        .Register(r)) {}
 
 WorkerMetrics::Rank WorkerMetrics::ForRank(int rank) {
   const std::map<std::string, std::string> labels = {{"rank", std::to_string(rank)}};
+  // Shared-memory all-reduces take microseconds: buckets from 5 µs.
+  prometheus::Histogram::BucketBoundaries collective = {5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4};
+  for (double b : LatencyBuckets()) collective.push_back(b);
   return {step_duration_.Add(labels, LatencyBuckets()),
-          allreduce_duration_.Add(labels, LatencyBuckets()), allreduce_bytes_.Add(labels),
-          weight_bytes_.Add(labels), kv_cache_bytes_.Add(labels)};
+          allreduce_duration_.Add(labels, collective),
+          allreduce_bytes_.Add(labels),
+          weight_bytes_.Add(labels),
+          kv_cache_bytes_.Add(labels),
+          threads_.Add(labels)};
+}
+
+void WorkerMetrics::SetCommunicator(int rank, const std::string& backend) {
+  for (const char* known : {"shm", "gloo", "nccl", "local"}) {
+    communicator_.Add({{"rank", std::to_string(rank)}, {"backend", known}})
+        .Set(backend == known ? 1 : 0);
+  }
 }
 
 }  // namespace tpserve::worker

@@ -118,8 +118,9 @@ grpc::Status WorkerSession::Run() {
     const bool shutdown = message.has_shutdown();
     if (shutdown) LOG(INFO) << "Shutdown: " << message.shutdown().reason();
     if (message.has_step() || message.has_init() || shutdown) {
+      const int64_t received = absl::GetCurrentTimeNanos();
       absl::MutexLock lock(&mu_);
-      inbox_.push_back(std::move(message));
+      inbox_.push_back({std::move(message), received});
     }
     if (shutdown) break;
   }
@@ -203,6 +204,8 @@ absl::Status WorkerSession::BuildWorld(const Init& init) {
   if (metrics_.has_value()) {
     metrics_->weight_bytes.Set(static_cast<double>(model_->weight_bytes()));
     metrics_->kv_cache_bytes.Set(static_cast<double>(model_->kv_bytes()));
+    metrics_->threads.Set(threads_);
+    options_.metrics->SetCommunicator(rank_, std::string(comm_->backend_name()));
   }
   return absl::OkStatus();
 }
@@ -224,14 +227,16 @@ void WorkerSession::Execute(const Init& init) {
     bool ok = Write(ready);
     while (ok) {
       CoordinatorMessage message;
+      int64_t received = 0;
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(
             +[](WorkerSession* s)
                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->closed_ || !s->inbox_.empty(); },
             this));
-        if (closed_ && (inbox_.empty() || !inbox_.front().has_shutdown())) break;
-        message = std::move(inbox_.front());
+        if (closed_ && (inbox_.empty() || !inbox_.front().message.has_shutdown())) break;
+        message = std::move(inbox_.front().message);
+        received = inbox_.front().received_unix_ns;
         inbox_.pop_front();
       }
       if (message.has_shutdown()) break;
@@ -240,7 +245,11 @@ void WorkerSession::Execute(const Init& init) {
         break;
       }
       WorkerMessage result;
-      *result.mutable_step_result() = RunStep(message.step());
+      StepResult* step_result = result.mutable_step_result();
+      step_result->set_started_unix_ns(static_cast<uint64_t>(absl::GetCurrentTimeNanos()));
+      RunStep(message.step(), step_result);
+      step_result->set_received_unix_ns(static_cast<uint64_t>(received));
+      step_result->set_finished_unix_ns(static_cast<uint64_t>(absl::GetCurrentTimeNanos()));
       ok = Write(result);
     }
   }
@@ -253,10 +262,10 @@ void WorkerSession::Execute(const Init& init) {
   weights_.reset();
 }
 
-StepResult WorkerSession::RunStep(const Step& step) {
+void WorkerSession::RunStep(const Step& step, StepResult* out) {
   const absl::Time start = absl::Now();
   const int64_t comm_before = comm_->comm_ns();
-  StepResult result;
+  StepResult& result = *out;
   result.set_step_id(step.step_id());
   engine::StepBatch batch;
   batch.sequences.reserve(step.sequences_size());
@@ -307,7 +316,6 @@ StepResult WorkerSession::RunStep(const Step& step) {
   result.set_comm_ns(static_cast<uint64_t>(comm_ns));
   result.set_compute_ns(static_cast<uint64_t>(std::max<int64_t>(0, wall_ns - comm_ns)));
   if (metrics_.has_value()) metrics_->step_duration.Observe(static_cast<double>(wall_ns) * 1e-9);
-  return result;
 }
 
 }  // namespace tpserve::worker

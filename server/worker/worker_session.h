@@ -69,7 +69,8 @@ class WorkerSession {
   // Executor thread: builds the world, then runs the inbox until Shutdown or close.
   void Execute(const tpserve::v1::Init& init);
   absl::Status BuildWorld(const tpserve::v1::Init& init);
-  tpserve::v1::StepResult RunStep(const tpserve::v1::Step& step);
+  // Runs `step` into `out` (its timings, tokens or error).
+  void RunStep(const tpserve::v1::Step& step, tpserve::v1::StepResult* out);
   // Sends a fatal error, then gives the coordinator close_grace to end the stream.
   void Fail(const std::string& message);
   bool Write(const tpserve::v1::WorkerMessage& message) ABSL_LOCKS_EXCLUDED(write_mu_);
@@ -85,7 +86,11 @@ class WorkerSession {
   std::unique_ptr<StreamStore> store_;  // set before the executor starts; thread-safe
 
   absl::Mutex mu_;
-  std::deque<tpserve::v1::CoordinatorMessage> inbox_ ABSL_GUARDED_BY(mu_);  // Step, Shutdown
+  struct Inbound {
+    tpserve::v1::CoordinatorMessage message;  // Step, Init (refused) or Shutdown
+    int64_t received_unix_ns = 0;             // when the reader got it
+  };
+  std::deque<Inbound> inbox_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;  // no more messages will arrive
   TimedCommunicator* comm_for_abort_ ABSL_GUARDED_BY(mu_) = nullptr;
 

@@ -137,7 +137,7 @@ def test_tokenize_info_health(cli, stub):
     assert got["token_ids"] == list(want.token_ids)
     assert "".join(got["pieces"]) == "Hello world"
     info = json.loads(cli("info").stdout)
-    assert info["world_size"] == 2 and info["backend"] == "gloo" and info["ready"] is True
+    assert info["world_size"] == 2 and info["backend"] == "shm" and info["ready"] is True
     health = cli("health")
     assert health.returncode == 0 and health.stdout.strip() == "SERVING"
 

@@ -1,8 +1,10 @@
 """Multi-host tensor parallelism on one machine: three `tpserve worker` processes, each in
-its own network namespace with its own address, and the `tpserve generate` client in a
-coordinator namespace, all joined by a bridge in a dedicated namespace. Gloo runs between
-the namespaces' addresses (10.231.0.0/24, only ever these). The tokens must equal the offline
-ones (which test_tensor_parallel.py shows loopback worlds reproduce exactly).
+its own network namespace with its own address and its own /dev/shm (a private tmpfs in a
+mount namespace of its own, so no two share memory, as on separate hosts), and the `tpserve
+generate` client in a coordinator namespace, all joined by a bridge in a dedicated namespace.
+`--comm auto` must choose Gloo, which runs between the namespaces' addresses (10.231.0.0/24,
+only ever these); `--comm shm` must be refused. The tokens must equal the offline ones (which
+test_tensor_parallel.py shows loopback worlds reproduce exactly).
 
 Skips with the reason when namespaces cannot be made (not root, no `ip`, no netns support).
 Every namespace and link made here is removed in a finalizer."""
@@ -73,14 +75,30 @@ def network(request):
     return made
 
 
+def _own_dev_shm(*cmd):
+    """`cmd` in a mount namespace of its own with a private /dev/shm: another host's memory."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no `unshare` command (util-linux)")
+    script = 'mount -t tmpfs -o size=64m tpserve-test /dev/shm && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *cmd]
+
+
 @pytest.fixture(scope="module")
-def workers(request, network, tpserve_bin):
+def worker_logs(tmp_path_factory):
+    return tmp_path_factory.mktemp("netns-workers")
+
+
+@pytest.fixture(scope="module")
+def workers(request, network, tpserve_bin, worker_logs):
     procs = []
     request.addfinalizer(lambda: stop(procs))
     addresses = [f"{ADDRESS[ns]}:{PORT}" for ns in WORKER_NS]
     for ns, address in zip(WORKER_NS, addresses):
-        procs.append(subprocess.Popen(_in(ns, str(tpserve_bin), "worker", f"--listen={address}"),
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        log = open(worker_logs / f"{ns}.log", "wb")
+        procs.append(subprocess.Popen(
+            _in(ns, *_own_dev_shm(str(tpserve_bin), "worker", f"--listen={address}")),
+            stdout=subprocess.DEVNULL, stderr=log))
+        log.close()
     # Health is probed from the coordinator's namespace: the only place that reaches them.
     probe = "import sys; from worker_procs import wait_healthy; [wait_healthy(a) for a in sys.argv[1:]]"
     subprocess.run(_in(CLIENT_NS, sys.executable, "-c", probe, *addresses), check=True,
@@ -90,9 +108,20 @@ def workers(request, network, tpserve_bin):
 
 
 @pytest.mark.parametrize("prompt", PROMPTS, ids=[p["name"] for p in PROMPTS])
-def test_three_hosts_match_offline(tpserve_bin, smollm_gguf, workers, prompt):
+def test_three_hosts_match_offline(tpserve_bin, smollm_gguf, workers, worker_logs, prompt):
     want, _ = generate_ids([], tpserve_bin, smollm_gguf, prompt["text"], prompt["chat"],
                            MAX_TOKENS)
     got, _ = generate_ids(_in(CLIENT_NS), tpserve_bin, smollm_gguf, prompt["text"],
                           prompt["chat"], MAX_TOKENS, workers=workers)
     assert got == want
+    for ns in WORKER_NS:
+        log = (worker_logs / f"{ns}.log").read_text()
+        assert "communicator gloo" in log and "communicator shm" not in log, log[-2000:]
+
+
+def test_shared_memory_across_hosts_is_refused(tpserve_bin, smollm_gguf, workers):
+    out = subprocess.run(_in(CLIENT_NS, str(tpserve_bin), "generate", f"--model={smollm_gguf}",
+                             "--prompt=hi", "--max_tokens=2", f"--workers={','.join(workers)}",
+                             "--comm=shm"), capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "COMM_BACKEND_SHM needs every rank on one host" in out.stderr, out.stderr[-2000:]

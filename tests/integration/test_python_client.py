@@ -241,7 +241,7 @@ def test_tokenize_detokenize_round_trip(client, info):
 
 def test_model_info(tc, client, info):
     assert isinstance(info, tc.ModelInfo)
-    assert info.world_size == TP and info.backend == "gloo" and info.ready
+    assert info.world_size == TP and info.backend == "shm" and info.ready
     assert info.architecture == "llama" and info.model_name
     assert info.vocab_size > 0 and 0 <= info.eos_token_id < info.vocab_size
     assert info.kv_blocks_total > 0 and info.kv_block_size > 0

@@ -81,6 +81,26 @@ def test_same_tokens_as_offline(tpserve_bin, smollm_gguf, workers, offline, worl
         assert got["logprob"] == pytest.approx(want["logprob"], abs=1e-3)
 
 
+def test_shm_and_gloo_give_the_same_tokens_and_logprobs(tpserve_bin, smollm_gguf, workers):
+    """At two ranks a + b = b + a: the rank-ordered shared-memory sum and Gloo's ring give the
+    same bits, so the same tokens and logprobs to the last digit."""
+    p = PROMPTS[3]
+    got = {}
+    for comm in ("shm", "gloo"):
+        got[comm] = generate_ids([], tpserve_bin, smollm_gguf, p["text"], p["chat"], 24,
+                                 workers=workers[:2], extra=[f"--comm={comm}"])
+    assert got["shm"][0] == got["gloo"][0]
+    assert [(l.get("id"), l.get("logprob")) for l in got["shm"][1]] == \
+        [(l.get("id"), l.get("logprob")) for l in got["gloo"][1]]
+
+
+def test_an_unknown_comm_is_refused(tpserve_bin, smollm_gguf, workers):
+    bad = subprocess.run([str(tpserve_bin), "generate", f"--model={smollm_gguf}", "--prompt=hi",
+                          f"--workers={workers[0]}", "--comm=bogus"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "--comm" in bad.stderr, bad.stderr
+
+
 def test_unreachable_worker_fails_fast(tpserve_bin, smollm_gguf):
     dead = f"127.0.0.1:{free_port()}"
     out = subprocess.run([str(tpserve_bin), "generate", f"--model={smollm_gguf}", "--prompt=hi",

@@ -52,10 +52,11 @@ def stop(procs, timeout_s=10.0):
 
 
 def generate_ids(cmd_prefix, tpserve_bin, model, prompt, chat, max_tokens, workers=None,
-                 timeout_s=240):
-    """Runs `tpserve generate --json` greedy and returns (token ids, all JSON lines)."""
+                 timeout_s=240, extra=()):
+    """Runs `tpserve generate --json` greedy (with `extra` flags) and returns (token ids, all
+    JSON lines)."""
     cmd = [*cmd_prefix, str(tpserve_bin), "generate", f"--model={model}", "--json",
-           f"--max_tokens={max_tokens}", "--temperature=0", f"--prompt={prompt}"]
+           f"--max_tokens={max_tokens}", "--temperature=0", f"--prompt={prompt}", *extra]
     if chat:
         cmd.append("--chat")
     if workers:

@@ -37,10 +37,12 @@ struct ShmOptions {
   std::string prefix;
   // Bound on the rendezvous and on every collective.
   absl::Duration timeout = absl::Seconds(30);
-  // How long a waiting rank spins before it sleeps on the futex. Spinning saves the wake-up
-  // (some microseconds) when the peer is about to arrive and has a core of its own; on a host
-  // with more ranks (times threads) than cores it only steals the peer's core: use zero.
-  absl::Duration spin = absl::Microseconds(50);
+  // How long a waiting rank spins before it sleeps on the futex. When the peer has a core of
+  // its own, spinning saves the sleep and wake-up, which on virtual machines costs far more
+  // than the futex round trip (measured on a 2-vCPU VM, SmolLM2 TP=2: 50 µs of spin left each
+  // rank waiting 40% of a decode step; 0.5 to 5 ms, 10%). On a host with more ranks (times
+  // threads) than cores it only steals the peer's core: use zero.
+  absl::Duration spin = absl::Milliseconds(1);
   // While sleeping, how often a rank checks that the peers it waits for still run.
   absl::Duration liveness_check = absl::Milliseconds(100);
   // Bytes of one rank's slot (two per rank); larger collectives run in chunks of this size.
