@@ -2,7 +2,9 @@
 // position = rank), opens one Session per worker, sends Init, serves the workers' rendezvous
 // StoreRequests from one InMemoryStore (keys carry the worker-chosen "gen<generation>/"
 // prefix), waits (bounded) for every Ready and then fans each Step out to all workers and
-// joins their StepResults under a per-step deadline.
+// joins their StepResults under a per-step deadline. When every worker is on this host, Steps
+// and results go through a shared-memory step link (ShmStepLink, offered in Init) instead of
+// the Session streams.
 //
 // A broken stream, a worker's error or a missed deadline marks the world DOWN with the
 // worker's rank and reason; the pool cancels every Session (so the workers abort their
@@ -30,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "server/comm/shm/step_link.h"
 #include "server/comm/store.h"
 #include "tpserve/v1/worker.grpc.pb.h"
 
@@ -48,6 +51,9 @@ struct WorkerPoolOptions {
   absl::Duration ready_timeout = absl::Seconds(120);  // Init → every Ready
   absl::Duration step_deadline = absl::Seconds(30);   // when a Step carries no deadline_ms
   absl::Duration shutdown_grace = absl::Seconds(5);   // for workers to close after Shutdown
+  // Offer the workers a shared-memory step link (ShmStepLink); used when every worker maps it,
+  // i.e. every worker is on this host.
+  bool step_link = true;
 };
 
 // Splits "h:p,h:p" into addresses; InvalidArgument for an empty list or a bad entry.
@@ -100,6 +106,8 @@ class WorkerPool {
   uint64_t generation() const;
   // The communicator the workers built ("shm", "gloo", "nccl", "local"); valid after Start().
   std::string comm_backend() const;
+  // Whether Steps go over the shared-memory step link; valid after Start(), owner thread.
+  bool steps_over_link() const { return use_link_; }
   // OK while the world is up; the DOWN reason otherwise (UNAVAILABLE before Start()).
   absl::Status status() const;
 
@@ -108,6 +116,15 @@ class WorkerPool {
   enum class State { kIdle, kStarting, kUp, kDown };
 
   void ReadLoop(Session* s);
+  // Wait, bounded by `deadline` (`budget` after the fan-out), for every rank's result of
+  // `step_id`: on the streams, or on the link's bell (rung by link results and by the readers).
+  absl::Status AwaitResultsOnStreams(uint64_t step_id, absl::Time deadline, absl::Duration budget)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status AwaitResultsOnLink(uint64_t step_id, absl::Time deadline, absl::Duration budget)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Marks the world down, blaming the first rank without a result.
+  void MissedDeadlineLocked(uint64_t step_id, absl::Duration budget)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ServeStoreRequest(Session* s, const tpserve::v1::StoreRequest& request);
   // Runs a Get or Wait in slices so that Teardown() stops it promptly.
   tpserve::v1::StoreReply BlockingStoreOp(const tpserve::v1::StoreRequest& request);
@@ -134,6 +151,12 @@ class WorkerPool {
   std::string comm_backend_ ABSL_GUARDED_BY(mu_);
   int readers_alive_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::unique_ptr<Session>> sessions_;  // [world_size]; owner thread only
+  // This generation's step link: made by Start before the readers, reset by Teardown after
+  // them (readers only Ring it); used for Steps when every worker mapped it.
+  std::unique_ptr<comm::ShmStepLink> link_;
+  bool use_link_ = false;                         // owner thread / RunStep (never concurrent)
+  tpserve::v1::CoordinatorMessage step_message_;  // RunStep's, reused (under step_mu_)
+  std::string step_bytes_;                        // its Step serialized for the link
   std::vector<std::thread> store_threads_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -204,7 +204,44 @@ TEST(WorkerPoolTest, KilledWorkerMarksTheWorldDownWithItsRank) {
   EXPECT_TRUE(absl::IsUnavailable(pool.status()));
 }
 
-TEST(WorkerPoolTest, WorldOfTwoOverGlooThenRankOneDies) {
+// Workers of this host map the link: Steps go there (received = started: no hand-off), and a
+// Step too large for it, or a pool that does not offer it, takes the streams, with the same
+// result.
+TEST(WorkerPoolTest, StepsTakeTheLinkOrTheStreamsWithTheSameResult) {
+  auto worker = StartWorker();
+  std::vector<tpserve::v1::SampledToken> tokens;
+  for (bool offer_link : {true, false}) {
+    WorkerPoolOptions options = PoolOptions({worker.get()});
+    options.step_link = offer_link;
+    WorkerPool pool(options);
+    ASSERT_TRUE(pool.Start().ok()) << pool.status();
+    EXPECT_EQ(pool.steps_over_link(), offer_link);
+    absl::StatusOr<StepOutcome> outcome = pool.RunStep(PrefillStep(1));
+    ASSERT_TRUE(outcome.ok()) << outcome.status();
+    ASSERT_EQ(outcome->result.tokens_size(), 1);
+    tokens.push_back(outcome->result.tokens(0));
+    ASSERT_EQ(outcome->times.size(), 1u);
+    EXPECT_EQ(outcome->times[0].received == outcome->times[0].started, offer_link);
+    if (!offer_link) continue;
+    // 5 M one-byte penalty ids: a Step over the link's 4 MiB (penalties off, so unused).
+    tpserve::v1::Step big = PrefillStep(2);
+    big.mutable_sequences(0)->mutable_penalty_token_ids()->Resize(5 << 20, 5);
+    ASSERT_GT(big.ByteSizeLong(), static_cast<size_t>(comm::ShmStepLink::kStepBytes));
+    absl::StatusOr<StepOutcome> streamed = pool.RunStep(big);
+    ASSERT_TRUE(streamed.ok()) << streamed.status();
+    EXPECT_NE(streamed->times[0].received, streamed->times[0].started) << "not on the link";
+    ASSERT_EQ(streamed->result.tokens_size(), 1);
+    EXPECT_EQ(streamed->result.tokens(0).token_id(), tokens.front().token_id());
+    absl::StatusOr<StepOutcome> next = pool.RunStep(PrefillStep(3));  // back on the link
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_EQ(next->times[0].received, next->times[0].started);
+  }
+  EXPECT_EQ(tokens[0].token_id(), tokens[1].token_id());
+  EXPECT_EQ(tokens[0].logprob(), tokens[1].logprob());
+  EXPECT_EQ(tokens[0].top_token_ids(1), tokens[1].top_token_ids(1));
+}
+
+TEST(WorkerPoolTest, WorldOfTwoThenRankOneDies) {
   auto w0 = StartWorker();
   auto w1 = StartWorker();
   WorkerPool pool(PoolOptions({w0.get(), w1.get()}));

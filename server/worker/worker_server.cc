@@ -14,6 +14,9 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const std::str
   s->service_ = std::make_unique<WorkerService>(std::move(options));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
+  // A Step carries every sequence's tokens, block table and (with penalties) history: past
+  // gRPC's default 4 MiB with long contexts and full batches. Bounded all the same.
+  builder.SetMaxReceiveMessageSize(kMaxCoordinatorMessageBytes);
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &s->port_);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();

@@ -15,6 +15,9 @@
 
 namespace tpserve::worker {
 
+// The largest message a worker takes from its coordinator (a Step).
+inline constexpr int kMaxCoordinatorMessageBytes = 64 << 20;
+
 class WorkerServer {
  public:
   // `listen` is HOST:PORT; port 0 picks a free one (see port()).

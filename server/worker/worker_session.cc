@@ -1,5 +1,6 @@
 #include "server/worker/worker_session.h"
 
+#include <immintrin.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,8 @@ using tpserve::v1::WorkerMessage;
 namespace {
 
 constexpr uint32_t kMaxThreads = 1024;
+// How long an executor with a core to spare watches the link for the next step.
+constexpr absl::Duration kPollForNextStep = absl::Milliseconds(1);
 
 engine::SamplingParams FromProto(const tpserve::v1::SamplingParams& p) {
   engine::SamplingParams s;
@@ -108,6 +111,15 @@ grpc::Status WorkerSession::Run() {
       },
       options_.store_op_timeout);
 
+  if (!init.step_link().empty()) {
+    absl::StatusOr<std::unique_ptr<comm::ShmStepLink>> link = comm::ShmStepLink::Open(
+        init.step_link(), static_cast<int>(init.rank()), static_cast<int>(init.world_size()));
+    if (link.ok()) {
+      link_ = *std::move(link);
+    } else {
+      LOG(INFO) << "steps over the stream: " << link.status();
+    }
+  }
   std::thread executor([this, &init] { Execute(init); });
   CoordinatorMessage message;
   while (stream_->Read(&message)) {
@@ -119,8 +131,11 @@ grpc::Status WorkerSession::Run() {
     if (shutdown) LOG(INFO) << "Shutdown: " << message.shutdown().reason();
     if (message.has_step() || message.has_init() || shutdown) {
       const int64_t received = absl::GetCurrentTimeNanos();
-      absl::MutexLock lock(&mu_);
-      inbox_.push_back({std::move(message), received});
+      {
+        absl::MutexLock lock(&mu_);
+        inbox_.push_back({std::move(message), received});
+      }
+      if (link_ != nullptr) link_->Ring();  // the executor may be waiting on the link
     }
     if (shutdown) break;
   }
@@ -135,6 +150,7 @@ void WorkerSession::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
   if (comm_for_abort_ != nullptr) comm_for_abort_->Abort();
+  if (link_ != nullptr) link_->Ring();
 }
 
 void WorkerSession::Fail(const std::string& message) {
@@ -178,6 +194,8 @@ absl::Status WorkerSession::BuildWorld(const Init& init) {
   where.threads =
       init.threads() > 0 ? static_cast<int>(init.threads()) : std::max(1, cpus / on_host);
   spec.spin = on_host * where.threads <= cpus;
+  // Between steps only each rank's executor runs, beside the coordinator.
+  poll_for_steps_ = on_host + 1 <= cpus;
   threads_ = where.threads;
   absl::StatusOr<RankResources> rank = BuildRank(where, store_.get(), spec, options_.comm_factory);
   if (!rank.ok()) {
@@ -221,37 +239,12 @@ void WorkerSession::Execute(const Init& init) {
     ready.mutable_ready()->set_vocab_size(static_cast<uint32_t>(model_->config().vocab_size));
     ready.mutable_ready()->set_comm_backend(std::string(comm_->backend_name()));
     ready.mutable_ready()->set_threads(static_cast<uint32_t>(threads_));
+    ready.mutable_ready()->set_step_link(link_ != nullptr);
     LOG(INFO) << "Ready: rank " << rank_ << " kv_blocks " << model_->kv_blocks() << " weights "
               << model_->weight_bytes() << " B, " << threads_ << " threads, communicator "
-              << comm_->backend_name();
-    bool ok = Write(ready);
-    while (ok) {
-      CoordinatorMessage message;
-      int64_t received = 0;
-      {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(
-            +[](WorkerSession* s)
-                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->closed_ || !s->inbox_.empty(); },
-            this));
-        if (closed_ && (inbox_.empty() || !inbox_.front().message.has_shutdown())) break;
-        message = std::move(inbox_.front().message);
-        received = inbox_.front().received_unix_ns;
-        inbox_.pop_front();
-      }
-      if (message.has_shutdown()) break;
-      if (message.has_init()) {
-        Fail("a second Init on one Session");
-        break;
-      }
-      WorkerMessage result;
-      StepResult* step_result = result.mutable_step_result();
-      step_result->set_started_unix_ns(static_cast<uint64_t>(absl::GetCurrentTimeNanos()));
-      RunStep(message.step(), step_result);
-      step_result->set_received_unix_ns(static_cast<uint64_t>(received));
-      step_result->set_finished_unix_ns(static_cast<uint64_t>(absl::GetCurrentTimeNanos()));
-      ok = Write(result);
-    }
+              << comm_->backend_name() << ", steps over "
+              << (link_ != nullptr ? "the shared-memory link" : "the stream");
+    if (Write(ready)) ServeSteps();
   }
   absl::MutexLock lock(&mu_);
   if (comm_ != nullptr) comm_->Abort();
@@ -260,6 +253,76 @@ void WorkerSession::Execute(const Init& init) {
   comm_.reset();  // a GPU communicator borrows the backend's stream: it goes first
   backend_.reset();
   weights_.reset();
+}
+
+void WorkerSession::ServeSteps() {
+  uint64_t link_step = 0;  // the last step taken from the link
+  while (true) {
+    const uint32_t bell = link_ != nullptr ? link_->Bell() : 0;
+    std::optional<Inbound> inbound;
+    {
+      absl::MutexLock lock(&mu_);
+      if (link_ == nullptr) {
+        mu_.Await(absl::Condition(
+            +[](WorkerSession* s)
+                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->closed_ || !s->inbox_.empty(); },
+            this));
+      }
+      if (closed_ && (inbox_.empty() || !inbox_.front().message.has_shutdown())) return;
+      if (!inbox_.empty()) {
+        inbound = std::move(inbox_.front());
+        inbox_.pop_front();
+      }
+    }
+    if (inbound.has_value()) {
+      if (inbound->message.has_shutdown()) return;
+      if (inbound->message.has_init()) {
+        Fail("a second Init on one Session");
+        return;
+      }
+      WorkerMessage result;
+      StepResult* step_result = result.mutable_step_result();
+      step_result->set_received_unix_ns(static_cast<uint64_t>(inbound->received_unix_ns));
+      step_result->set_started_unix_ns(static_cast<uint64_t>(absl::GetCurrentTimeNanos()));
+      RunStep(inbound->message.step(), step_result);
+      step_result->set_finished_unix_ns(static_cast<uint64_t>(absl::GetCurrentTimeNanos()));
+      if (!Write(result)) return;
+      continue;
+    }
+    if (std::optional<std::pair<uint64_t, absl::string_view>> posted = link_->NewStep(link_step)) {
+      link_step = posted->first;
+      if (!RunLinkStep(posted->first, posted->second)) return;
+      // The next step usually follows within the coordinator's turnaround: watch for it a
+      // while rather than sleep and pay the wake-up, when a core is to spare for that.
+      const uint32_t after = link_->Bell();
+      const absl::Time until = absl::Now() + kPollForNextStep;
+      while (poll_for_steps_ && link_->Bell() == after && absl::Now() < until) {
+        for (int i = 0; i < 64; ++i) _mm_pause();
+      }
+      continue;
+    }
+    link_->Wait(bell, absl::InfiniteFuture());
+  }
+}
+
+bool WorkerSession::RunLinkStep(uint64_t id, absl::string_view bytes) {
+  const uint64_t received = static_cast<uint64_t>(absl::GetCurrentTimeNanos());
+  if (!link_step_.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) ||
+      link_step_.step_id() != id) {
+    Fail(absl::StrCat("rank ", rank_, ": step ", id, " on the link is not a Step of that id"));
+    return false;
+  }
+  link_result_.Clear();
+  link_result_.set_received_unix_ns(received);
+  link_result_.set_started_unix_ns(received);
+  RunStep(link_step_, &link_result_);
+  link_result_.set_finished_unix_ns(static_cast<uint64_t>(absl::GetCurrentTimeNanos()));
+  link_result_.SerializeToString(&link_bytes_);
+  if (absl::Status posted = link_->PostResult(id, link_bytes_); !posted.ok()) {
+    Fail(absl::StrCat("rank ", rank_, ": ", posted.message()));
+    return false;
+  }
+  return true;
 }
 
 void WorkerSession::RunStep(const Step& step, StepResult* out) {
@@ -278,6 +341,9 @@ void WorkerSession::RunStep(const Step& step, StepResult* out) {
     batch.sequences.push_back(std::move(seq));
   }
   absl::Status status = model_->Forward(batch, &logits_);
+  // Rank 0 only samples from here on: wake the coordinator now, so that it is running (not
+  // still waking up) when the result lands.
+  if (link_ != nullptr && rank_ == 0) link_->Nudge();
   const int64_t vocab = model_->config().vocab_size;
   if (status.ok() && rank_ == 0 &&
       static_cast<int64_t>(logits_.size()) != batch.num_logit_rows() * vocab) {

@@ -2,9 +2,11 @@
 // handler thread reads the stream (store replies go straight to the StreamStore, so the
 // rendezvous can progress while the world is being built); an executor thread owned by the
 // session builds the world (StreamStore → communicator → shard → LlamaModel), answers Ready
-// and runs the Steps in order. Shutdown or the end of the stream aborts the communicator
-// and releases the model. Writes to the stream are serialised by a mutex. Used only by
-// WorkerService; not reusable across streams.
+// and runs the Steps in order: from the stream or, when Init offered a shared-memory step
+// link this worker can map (it is on the coordinator's host), from the link, where it posts
+// their results too. Shutdown or the end of the stream aborts the communicator and releases
+// the model. Writes to the stream are serialised by a mutex. Used only by WorkerService; not
+// reusable across streams.
 #ifndef TPSERVE_SERVER_WORKER_WORKER_SESSION_H_
 #define TPSERVE_SERVER_WORKER_WORKER_SESSION_H_
 
@@ -19,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "server/comm/shm/step_link.h"
 #include "server/engine/backend.h"
 #include "server/engine/llama_model.h"
 #include "server/engine/sampler.h"
@@ -69,6 +72,12 @@ class WorkerSession {
   // Executor thread: builds the world, then runs the inbox until Shutdown or close.
   void Execute(const tpserve::v1::Init& init);
   absl::Status BuildWorld(const tpserve::v1::Init& init);
+  // Runs Steps until Shutdown, the end of the stream or a failure: from the inbox (the stream)
+  // and, with a step link, from the link, whichever has one.
+  void ServeSteps();
+  // Runs the step `bytes` (id `id`) from the link and posts its result there; false (after
+  // Fail) when it cannot.
+  bool RunLinkStep(uint64_t id, absl::string_view bytes);
   // Runs `step` into `out` (its timings, tokens or error).
   void RunStep(const tpserve::v1::Step& step, tpserve::v1::StepResult* out);
   // Sends a fatal error, then gives the coordinator close_grace to end the stream.
@@ -84,6 +93,9 @@ class WorkerSession {
 
   absl::Mutex write_mu_;                // serialises stream_->Write (one writer at a time)
   std::unique_ptr<StreamStore> store_;  // set before the executor starts; thread-safe
+  // The coordinator's step link, when Init offered one this worker can map; set before the
+  // executor starts (its Ring is thread-safe).
+  std::unique_ptr<comm::ShmStepLink> link_;
 
   absl::Mutex mu_;
   struct Inbound {
@@ -97,13 +109,19 @@ class WorkerSession {
   // Owned by the executor thread.
   int rank_ = 0;
   int threads_ = 1;  // compute threads in use
+  // Whether the executor may poll the link for the next step (this host's ranks and the
+  // coordinator each have a core between steps).
+  bool poll_for_steps_ = false;
   std::unique_ptr<model::WeightSource> weights_;
   std::unique_ptr<engine::Backend> backend_;
   std::optional<WorkerMetrics::Rank> metrics_;  // this rank's, when options_.metrics is set
   std::unique_ptr<TimedCommunicator> comm_;
   std::unique_ptr<engine::LlamaModel> model_;
   engine::Sampler sampler_;
-  std::vector<float> logits_;  // [rows, vocab] of the current step
+  std::vector<float> logits_;            // [rows, vocab] of the current step
+  tpserve::v1::Step link_step_;          // the step read from the link (reused)
+  tpserve::v1::StepResult link_result_;  // its result (reused)
+  std::string link_bytes_;               // its result serialized (reused)
 };
 
 }  // namespace tpserve::worker
