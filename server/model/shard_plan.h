@@ -14,10 +14,7 @@
 // whole KV heads (sizes differ by at most one) with their query heads. When P > n_kv_heads,
 // the query heads are split evenly (sizes differ by at most one) and each rank holds the KV
 // heads its query heads read (KV heads replicated). FFN columns are split on multiples of
-// `ffn_granule` (so that row-parallel slices of quantised w_down land on block boundaries) and
-// balance the layer: a rank with fewer heads gets more FFN columns, so that every rank holds
-// (and reads per token) about the same number of layer weights, attention and FFN together.
-// SmolLM2 at P = 2: 6+3 query heads, FFN 672+864 columns, 49.5% / 50.5% of each layer.
+// `ffn_granule` so that row-parallel slices of quantised w_down land on block boundaries.
 #ifndef TPSERVE_SERVER_MODEL_SHARD_PLAN_H_
 #define TPSERVE_SERVER_MODEL_SHARD_PLAN_H_
 

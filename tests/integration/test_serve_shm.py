@@ -1,6 +1,9 @@
-"""`tpserve serve` over shared memory, its default when every worker is on one host, under
-faults, on one server (--step_timeout_s 5) in this order:
+"""`tpserve serve` over shared memory, its default when every worker is on one host (both
+the collectives and the coordinator's step link), on one server started the default way
+(--threads unset, --step_timeout_s 5), in this order:
 
+- each worker takes its share of the CPUs (usable CPUs / workers, at least 1), and an idle
+  server burns no CPU (nothing polls between steps);
 - a segment left in /dev/shm by a killed world (its creator's pid dead) is removed when the
   next world is made;
 - a rank stopped with SIGSTOP is seen within --step_timeout_s (health NOT_SERVING); after
@@ -20,7 +23,7 @@ import grpc
 import pytest
 
 import serve_procs
-from test_serve import (RPC_S, STREAM_S, SUBJECTS, TP, LENGTH, _serve, channel, generate,  # noqa: F401
+from test_serve import (RPC_S, STREAM_S, SUBJECTS, TP, LENGTH, channel, generate,  # noqa: F401
                         greedy, server, stub)
 from tpserve.v1 import generate_pb2 as pb
 from tpserve.v1 import generate_pb2_grpc as pb_grpc
@@ -57,8 +60,21 @@ def stale_segment():
 
 @pytest.fixture(scope="module")
 def shm_server(request, tmp_path_factory, tpserve_bin, smollm_gguf, stale_segment):
-    return _serve(request, tmp_path_factory, tpserve_bin, smollm_gguf, "serve-shm",
-                  step_timeout_s=STEP_TIMEOUT_S)
+    log = tmp_path_factory.mktemp("serve-shm") / "serve.log"
+    server = serve_procs.start(tpserve_bin, smollm_gguf, log, tp=TP,
+                               step_timeout_s=STEP_TIMEOUT_S)
+    request.addfinalizer(lambda: serve_procs.cleanup(server))
+    serve_procs.wait_serving(server, timeout_s=120)
+    assert len(server.workers) == TP, server.log_tail()
+    return server
+
+
+def _cpu_seconds(pids):
+    total = 0
+    for pid in pids:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +97,22 @@ def _finish(calls, heads):
 def _requests(n, offset):
     return [greedy(max_tokens=40, ignore_eos=True, prompt=f"Write about {SUBJECTS[offset + i]}.")
             for i in range(n)]
+
+
+def test_workers_share_the_cpus_and_an_idle_server_burns_none(shm_server, shm_stub):
+    want = max(1, len(os.sched_getaffinity(0)) // TP)
+    log = shm_server.log_tail(1 << 20)
+    for rank in range(TP):
+        assert f"Ready: rank {rank} " in log and f"B, {want} threads, communicator shm, " \
+            "steps over the shared-memory link" in log, log[-3000:]
+    assert "steps over the shared-memory link" in log
+    generate(shm_stub, greedy(max_tokens=4, prompt="Warm up."))
+    time.sleep(1.5)  # the last step's polling is over
+    pids = [shm_server.pid] + [pid for pid, _ in shm_server.workers]
+    before, start = _cpu_seconds(pids), time.monotonic()
+    time.sleep(3)
+    used = (_cpu_seconds(pids) - before) / (time.monotonic() - start)
+    assert used < 0.05, f"an idle server used {used:.0%} of a core"
 
 
 def test_world_is_over_shm_and_stale_segments_are_gone(shm_server, shm_stub, stale_segment):
