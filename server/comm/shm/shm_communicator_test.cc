@@ -25,12 +25,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "kernels/cpu/reference/add.h"
+#include "server/comm/comm_test_util.h"
 #include "server/comm/gloo_communicator.h"
 
 namespace tpserve::comm {
 namespace {
 
-using Comms = std::vector<std::unique_ptr<Communicator>>;
+using testing::Comms;
+using testing::OnEveryRank;
+using testing::Values;
 
 ShmOptions Options(const std::string& prefix, absl::Duration timeout = absl::Seconds(10)) {
   ShmOptions options;
@@ -40,32 +43,9 @@ ShmOptions Options(const std::string& prefix, absl::Duration timeout = absl::Sec
   return options;
 }
 
-void OnEveryRank(int world, const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) threads.emplace_back(fn, r);
-  for (std::thread& t : threads) t.join();
-}
-
 Comms Connect(Store* store, int world, const ShmOptions& options) {
-  Comms comms(world);
-  std::vector<absl::Status> statuses(world);
-  OnEveryRank(world, [&](int r) {
-    auto comm = CreateShmCommunicator(store, r, world, options);
-    statuses[r] = comm.status();
-    if (comm.ok()) comms[r] = std::move(*comm);
-  });
-  for (int r = 0; r < world; ++r) EXPECT_TRUE(statuses[r].ok()) << "rank " << r << statuses[r];
-  return comms;
-}
-
-// Values of very different magnitudes, so that the order of summation shows in the bits.
-std::vector<float> Values(int64_t count, int seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  std::uniform_int_distribution<int> exponent(-8, 8);
-  std::vector<float> v(count);
-  for (float& x : v) x = std::ldexp(normal(rng), exponent(rng));
-  return v;
+  return testing::Connect(world,
+                          [&](int r) { return CreateShmCommunicator(store, r, world, options); });
 }
 
 int SegmentsOfThisProcess() {
@@ -104,36 +84,12 @@ TEST(ShmCommunicatorTest, AllReduceSumAddsInRankOrderBitIdenticalOnEveryRank) {
   EXPECT_EQ(SegmentsOfThisProcess(), 0) << "every segment is unlinked once mapped";
 }
 
-TEST(ShmCommunicatorTest, AllGatherIsRankMajorAndGatherFillsRankZeroOnly) {
+TEST(ShmCommunicatorTest, GathersAreRankMajorAndGatherFillsRankZeroOnly) {
   InMemoryStore store;
   for (int world = 1; world <= 4; ++world) {
     Comms comms = Connect(&store, world, Options(absl::StrCat("gather", world, "/")));
     ASSERT_EQ(comms.size(), world);
-    constexpr int64_t kCount = 2500;  // three chunks
-    std::vector<std::vector<float>> all(world, std::vector<float>(world * kCount, -1));
-    std::vector<std::vector<float>> in_place(world, std::vector<float>(world * kCount, -1));
-    std::vector<std::vector<float>> root(world, std::vector<float>(world * kCount, -1));
-    std::vector<absl::Status> statuses(3 * world);
-    OnEveryRank(world, [&](int r) {
-      std::vector<float> in(kCount);
-      for (int64_t i = 0; i < kCount; ++i) in[i] = 10000 * r + i;
-      statuses[r] = comms[r]->AllGather(in.data(), kCount, all[r].data());
-      std::copy(in.begin(), in.end(), in_place[r].begin() + r * kCount);
-      statuses[world + r] =
-          comms[r]->AllGather(in_place[r].data() + r * kCount, kCount, in_place[r].data());
-      statuses[2 * world + r] = comms[r]->Gather(in.data(), kCount, root[r].data());
-    });
-    for (const absl::Status& s : statuses) ASSERT_TRUE(s.ok()) << s;
-    for (int r = 0; r < world; ++r) {
-      for (int q = 0; q < world; ++q) {
-        for (int64_t i = 0; i < kCount; ++i) {
-          ASSERT_EQ(all[r][q * kCount + i], 10000 * q + i) << world << " " << r << " " << q;
-          ASSERT_EQ(in_place[r][q * kCount + i], 10000 * q + i) << world << " " << r << " " << q;
-          ASSERT_EQ(root[r][q * kCount + i], r == 0 ? 10000 * q + i : -1)
-              << "Gather writes rank 0's output only";
-        }
-      }
-    }
+    testing::ExpectGathersRankMajor(comms, 2500, /*gather_leaves_others=*/true);  // 3 chunks
   }
 }
 
