@@ -31,6 +31,10 @@ class MetricsServer {
 // Histogram buckets for latencies, 1 ms .. 60 s (seconds).
 prometheus::Histogram::BucketBoundaries LatencyBuckets();
 
+// Histogram buckets for latencies that can take microseconds (a shared-memory collective, a
+// step's overhead): `first` (seconds) and the 1-2-5 steps above it, then LatencyBuckets().
+prometheus::Histogram::BucketBoundaries FineLatencyBuckets(double first);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_SERVER_COMMON_METRICS_SERVER_H_

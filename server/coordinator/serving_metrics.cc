@@ -49,14 +49,12 @@ ServingMetrics::ServingMetrics(prometheus::Registry& r, int world_size)
               .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256})),
       step_duration(Latency(r, "tpserve_step_duration_seconds",
                             "One step on the worker world, fan-out to the last result")),
-      step_overhead(
-          BuildHistogram()
-              .Name("tpserve_step_overhead_seconds")
-              .Help("One step's wall time less the slowest rank's compute and "
-                    "collectives: moving the step and its results")
-              .Register(r)
-              .Add({}, prometheus::Histogram::BucketBoundaries{1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4,
-                                                               1e-3, 2e-3, 5e-3, 1e-2, 1e-1})),
+      step_overhead(BuildHistogram()
+                        .Name("tpserve_step_overhead_seconds")
+                        .Help("One step's wall time less the slowest rank's compute and "
+                              "collectives: moving the step and its results")
+                        .Register(r)
+                        .Add({}, FineLatencyBuckets(1e-5))),
       preemptions(Counter(r, "tpserve_preemptions_total",
                           "Sequences preempted (KV blocks freed, recomputed later)")),
       requests_(BuildCounter()

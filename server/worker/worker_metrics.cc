@@ -43,10 +43,8 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
 WorkerMetrics::Rank WorkerMetrics::ForRank(int rank) {
   const std::map<std::string, std::string> labels = {{"rank", std::to_string(rank)}};
   // Shared-memory all-reduces take microseconds: buckets from 5 µs.
-  prometheus::Histogram::BucketBoundaries collective = {5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4};
-  for (double b : LatencyBuckets()) collective.push_back(b);
   return {step_duration_.Add(labels, LatencyBuckets()),
-          allreduce_duration_.Add(labels, collective),
+          allreduce_duration_.Add(labels, FineLatencyBuckets(5e-6)),
           allreduce_bytes_.Add(labels),
           weight_bytes_.Add(labels),
           kv_cache_bytes_.Add(labels),

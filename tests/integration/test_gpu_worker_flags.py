@@ -12,7 +12,7 @@ from worker_procs import free_port, stop, wait_healthy
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--comm=mpi"], "--comm: 'mpi' is not gloo or nccl"),
+    (["--comm=mpi"], "--comm: 'mpi' is not auto, shm, gloo or nccl"),
     (["--devices=0,x"], "--devices: 'x' is not a GPU ordinal"),
     (["--tp=2", "--devices=0"], "--devices lists 1 GPUs for --tp 2"),
 ])
