@@ -43,6 +43,9 @@ ABSL_FLAG(uint64_t, seed, 0, "generate: random seed (same seed, same tokens)");
 ABSL_FLAG(uint32_t, logprobs, 0, "generate --json: report this many top alternatives");
 ABSL_FLAG(bool, ignore_eos, false, "generate: keep going past the end-of-sequence token");
 ABSL_FLAG(bool, json, false, "generate: one JSON object per token, then a summary");
+ABSL_FLAG(bool, dequantize, false,
+          "generate/worker/serve/coordinator: exact mode, every weight dequantised to f32 at load "
+          "(default: kept in the file's quantised blocks)");
 ABSL_FLAG(int32_t, threads, 0,
           "generate: compute threads (0: every core); with --workers, serve, coordinator: per "
           "worker (0: each worker's usable CPUs shared among the workers on its host)");
@@ -94,10 +97,12 @@ constexpr char kUsage[] =
     "           [--chat_template FILE]] [--add_special]   (JSON lines on stdin -> stdout)\n"
     "  generate --model PATH --prompt TEXT [--chat] [--max_tokens N] [--temperature T]\n"
     "           [--top_k K] [--top_p P] [--min_p P] [--seed S] [--threads N] [--json]\n"
+    "           [--dequantize]\n"
     "           [--workers HOST:PORT,... [--kv_budget_mb M] [--comm C]]   (on a world of workers)\n"
-    "  worker   --listen HOST:PORT [--port_file F] [--device N]   (until SIGINT/SIGTERM)\n"
+    "  worker   --listen HOST:PORT [--port_file F] [--device N] [--dequantize]\n"
+    "           (until SIGINT/SIGTERM)\n"
     "  serve    --model PATH [--tp N] [--devices 0,1,...] [--comm auto|shm|gloo|nccl]\n"
-    "           [--host H] [--port P] [--threads N] [limits]\n"
+    "           [--host H] [--port P] [--threads N] [--dequantize] [limits]\n"
     "           (N local workers and the public API; SIGTERM drains)\n"
     "  coordinator --model PATH --workers HOST:PORT,... [--host H] [--port P] [limits]\n"
     "flags may be written with dashes or underscores (--max-tokens = --max_tokens)\n";
@@ -151,6 +156,7 @@ absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags() {
   o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
   o.json = absl::GetFlag(FLAGS_json);
   o.threads = absl::GetFlag(FLAGS_threads);
+  o.dequantize = absl::GetFlag(FLAGS_dequantize);
   o.sampling.temperature = absl::GetFlag(FLAGS_temperature);
   o.sampling.top_k = absl::GetFlag(FLAGS_top_k);
   o.sampling.top_p = absl::GetFlag(FLAGS_top_p);
@@ -189,6 +195,7 @@ absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {
   c.engine.scheduler.max_running = absl::GetFlag(FLAGS_max_running);
   c.pool.kv_budget_bytes = absl::GetFlag(FLAGS_kv_budget_mb) << 20;
   c.pool.threads = static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_threads)));
+  c.pool.dequantize = absl::GetFlag(FLAGS_dequantize);
   c.pool.step_deadline = absl::Seconds(absl::GetFlag(FLAGS_step_timeout_s));
   o.tp = absl::GetFlag(FLAGS_tp);
   absl::StatusOr<std::vector<int>> devices = ParseDevices(absl::GetFlag(FLAGS_devices));
@@ -264,7 +271,8 @@ int main(int argc, char** argv) {
   if (command == "worker") {
     return Finish(
         tpserve::cli::RunWorker({absl::GetFlag(FLAGS_listen), absl::GetFlag(FLAGS_port_file),
-                                 absl::GetFlag(FLAGS_metrics_port), absl::GetFlag(FLAGS_device)}));
+                                 absl::GetFlag(FLAGS_metrics_port), absl::GetFlag(FLAGS_device),
+                                 absl::GetFlag(FLAGS_dequantize)}));
   }
   if (command == "serve" || command == "coordinator") {
     if (absl::Status flags = CheckServeFlags(); !flags.ok()) return Finish(flags);

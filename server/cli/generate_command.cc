@@ -52,7 +52,8 @@ absl::StatusOr<std::unique_ptr<StepRunner>> MakeRunner(const GenerateOptions& op
     const int threads = options.threads > 0
                             ? options.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    return LocalStepRunner::Create(weights, total, options.prefill_chunk, threads);
+    return LocalStepRunner::Create(weights, total, options.prefill_chunk, threads,
+                                   options.dequantize);
   }
   coordinator::WorkerPoolOptions pool;
   pool.workers = options.workers;
@@ -60,6 +61,7 @@ absl::StatusOr<std::unique_ptr<StepRunner>> MakeRunner(const GenerateOptions& op
   pool.kv_budget_bytes = options.kv_budget_bytes;
   pool.kv_block_size = kKvBlockSize;
   pool.threads = static_cast<uint32_t>(std::max(0, options.threads));
+  pool.dequantize = options.dequantize;
   pool.backend = options.comm;
   return RemoteStepRunner::Create(std::move(pool));
 }

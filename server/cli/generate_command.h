@@ -26,6 +26,7 @@ struct GenerateOptions {
   bool json = false;        // one JSON object per token, then a summary object
   int threads = 0;          // 0: every core
   int prefill_chunk = 256;  // tokens per prefill step
+  bool dequantize = false;  // exact mode: weights dequantised to f32 at load
   engine::SamplingParams sampling;
   // Remote mode: "host:port" of each worker, position = rank (empty: in process). The
   // workers open `model_path` themselves.

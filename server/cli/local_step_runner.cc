@@ -8,12 +8,14 @@
 namespace tpserve::cli {
 
 absl::StatusOr<std::unique_ptr<LocalStepRunner>> LocalStepRunner::Create(
-    const model::WeightSource& weights, int64_t max_tokens, int64_t max_chunk, int threads) {
+    const model::WeightSource& weights, int64_t max_tokens, int64_t max_chunk, int threads,
+    bool dequantize) {
   ASSIGN_OR_RETURN(model::ShardPlan plan, model::MakeShardPlan(weights.config(), 0, 1));
   std::unique_ptr<LocalStepRunner> runner(new LocalStepRunner(threads));
   engine::EngineOptions options;
   options.max_batch_tokens = std::max<int64_t>(1, max_chunk);
   options.max_logit_rows = 1;
+  options.dequantize = dequantize;
   options.kv_blocks = (max_tokens + options.kv_block_size - 1) / options.kv_block_size;
   ASSIGN_OR_RETURN(runner->model_, engine::LlamaModel::Load(weights, plan, &runner->backend_,
                                                             &runner->comm_, options));

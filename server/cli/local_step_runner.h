@@ -17,10 +17,11 @@ namespace tpserve::cli {
 class LocalStepRunner final : public StepRunner {
  public:
   // Loads `weights` for `max_tokens` positions (prompt + generated) in chunks of at most
-  // `max_chunk` tokens, on `threads` compute threads.
+  // `max_chunk` tokens, on `threads` compute threads; `dequantize`: exact mode (EngineOptions).
   static absl::StatusOr<std::unique_ptr<LocalStepRunner>> Create(const model::WeightSource& weights,
                                                                  int64_t max_tokens,
-                                                                 int64_t max_chunk, int threads);
+                                                                 int64_t max_chunk, int threads,
+                                                                 bool dequantize);
 
   int64_t kv_blocks() const override { return model_->kv_blocks(); }
   absl::StatusOr<std::optional<engine::SampleResult>> Run(

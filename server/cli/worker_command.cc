@@ -27,6 +27,7 @@ absl::Status RunWorker(const WorkerCommandOptions& options) {
   std::unique_ptr<worker::WorkerMetrics> metrics;
   worker::WorkerServiceOptions service;
   service.device = options.device;
+  service.dequantize = options.dequantize;
   if (options.metrics_port > 0) {
     const std::string host = options.listen.substr(0, options.listen.rfind(':'));
     absl::StatusOr<std::unique_ptr<MetricsServer>> started =

@@ -174,6 +174,7 @@ absl::Status WorkerPool::Start() {
     init->set_comm_timeout_ms(
         static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.comm_timeout)));
     init->set_threads(options_.threads);
+    init->set_dequantize(options_.dequantize);
     if (link_ != nullptr) init->set_step_link(link_->name());
     if (!Write(s.get(), message)) {
       MarkDown(s->rank, absl::StatusCode::kUnavailable, "cannot send Init (unreachable?)");

@@ -44,6 +44,7 @@ struct WorkerPoolOptions {
   uint64_t kv_budget_bytes = 64ull << 20;  // per worker
   uint32_t kv_block_size = 16;             // tokens per KV block
   uint32_t threads = 0;                    // compute threads per worker (0: its default)
+  bool dequantize = false;                 // exact mode: workers dequantise weights at load
   // How the workers talk: AUTO (CPU workers: shared memory on one host, else Gloo; GPU workers:
   // NCCL), SHM, GLOO (GPU workers stage these through host memory) or NCCL.
   tpserve::v1::CommBackend backend = tpserve::v1::COMM_BACKEND_AUTO;

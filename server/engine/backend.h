@@ -1,11 +1,12 @@
 // Backend: the device one rank computes on. It owns device memory (weights, KV cache,
 // activation workspace) and runs the ops of the Llama forward pass on Tensors in it.
-// Implementations: CpuBackend (kernels/cpu, all f32) and CudaBackend (server/engine/cuda:
-// bf16 weights, GEMM inputs and KV cache). The engine sees only this interface. Not
-// thread-safe: one step at a time.
+// Implementations: CpuBackend (kernels/cpu: f32 activations, weights f32 or kept in their
+// file's blocks) and CudaBackend (server/engine/cuda: bf16 weights, GEMM inputs and KV cache). The
+// engine sees only this interface. Not thread-safe: one step at a time.
 //
-// Data types. Weight matrices are weight_dtype(); norm weights are f32. GEMM inputs (the
-// normed hidden state, attention output, SwiGLU output) and the KV cache are
+// Data types. Weight matrices are either a packed type the backend HoldsPacked() (the file's
+// own blocks, uploaded as they are) or weight_dtype() (dequantised at load); norm weights are f32.
+// GEMM inputs (the normed hidden state, attention output, SwiGLU output) and the KV cache are
 // activation_dtype(). The residual stream and every GEMM output (QKV, the row-parallel partial
 // sums that are all-reduced, gate/up, logits) are f32.
 #ifndef TPSERVE_SERVER_ENGINE_BACKEND_H_
@@ -46,12 +47,17 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
   virtual DType activation_dtype() const = 0;
+  // The type weights are dequantised to when not held packed.
   virtual DType weight_dtype() const = 0;
+  // Whether weight matrices of `dtype` can be held and multiplied as they are (Matmul's w,
+  // Embed's table).
+  virtual bool HoldsPacked(DType dtype) const = 0;
 
   // Memory. Tensors stay valid until the backend is destroyed.
   virtual absl::StatusOr<Tensor> Allocate(int64_t rows, int64_t cols, DType dtype) = 0;
-  // Uploads host f32 [t.rows, t.cols] into `t`, converting to t.dtype.
-  virtual absl::Status Upload(const float* host, Tensor t) = 0;
+  // Uploads host [t.rows, t.cols] of `host_dtype` into `t`: copied as is when host_dtype is
+  // t.dtype, converted when the backend can (f32 to bf16 on CUDA); InvalidArgument otherwise.
+  virtual absl::Status Upload(const void* host, DType host_dtype, Tensor t) = 0;
   // Downloads `t` as f32 into host [t.rows, t.cols]; waits for every op enqueued before.
   virtual absl::Status Download(const Tensor& t, float* host) = 0;
   // Fills `t` with scale * u, u uniform in [-1, 1) from a hash of (seed, element index):
@@ -66,7 +72,8 @@ class Backend {
   // Makes the step's metadata (token ids, positions, block tables) available to the ops.
   virtual absl::Status BeginStep(const StepBatch& batch) = 0;
 
-  // out[i, :] = table[token i of the step, :]. table: [vocab, d] weight dtype, out: [m, d] f32.
+  // out[i, :] = table[token i of the step, :]. table: [vocab, d] weight dtype or held packed,
+  // out: [m, d] f32.
   virtual absl::Status Embed(const Tensor& table, Tensor out) = 0;
   // out = rmsnorm(x) * weight. x: [m, d] f32; weight: [1, d] f32; out: [m, d] f32 or the
   // activation dtype (may be x itself when f32).
@@ -74,7 +81,8 @@ class Backend {
   // residual += x; out = rmsnorm(residual) * weight. residual, x: f32; out as for RmsNorm.
   virtual absl::Status AddRmsNorm(Tensor residual, const Tensor& x, const Tensor& weight, float eps,
                                   Tensor out) = 0;
-  // y = x · wᵀ. x: [m, k] activation dtype, w: [n, k] weight dtype, y: [m, n] f32.
+  // y = x · wᵀ. x: [m, k] activation dtype, w: [n, k] weight dtype or held packed, y: [m, n]
+  // f32.
   virtual absl::Status Matmul(const Tensor& x, const Tensor& w, Tensor y) = 0;
   // y += x, both f32.
   virtual absl::Status Add(Tensor y, const Tensor& x) = 0;

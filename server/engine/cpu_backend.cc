@@ -8,6 +8,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/hash_uniform.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant/quant_matmul.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/swiglu.h"
 #include "server/engine/rope_params.h"
@@ -32,31 +33,50 @@ absl::Status ExpectShape(const char* what, const Tensor& t, int64_t rows, int64_
 CpuBackend::CpuBackend(int num_threads) : pool_(std::max(1, num_threads)) {}
 CpuBackend::~CpuBackend() = default;
 
+bool CpuBackend::HoldsPacked(DType dtype) const {
+  return dtype != DType::kF32 && k::CpuSupportsQuantKernels();
+}
+
 absl::StatusOr<Tensor> CpuBackend::Allocate(int64_t rows, int64_t cols, DType dtype) {
-  if (dtype != DType::kF32) {
-    return absl::InvalidArgumentError("the CPU backend holds f32 tensors only");
+  if (dtype != DType::kF32 && !HoldsPacked(dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the CPU backend cannot hold ", DTypeName(dtype), " tensors"));
   }
-  if (rows < 0 || cols < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("bad tensor shape [", rows, ", ", cols, "]"));
+  if (rows < 0 || cols < 0 || cols % DTypeBlockValues(dtype) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad ", DTypeName(dtype), " tensor shape [", rows, ", ", cols, "]"));
   }
-  const int64_t n = std::max<int64_t>(1, rows * cols);
+  const Tensor t{nullptr, rows, cols, dtype};
+  const int64_t n = std::max<int64_t>(1, (t.bytes() + 3) / 4);
   // Value-initialised: fresh KV blocks and workspaces read as zeros, never garbage.
   buffers_.push_back(std::make_unique<float[]>(n));
   allocated_bytes_ += n * static_cast<int64_t>(sizeof(float));
-  return Tensor{buffers_.back().get(), rows, cols, DType::kF32};
+  return Tensor{buffers_.back().get(), rows, cols, dtype};
 }
 
-absl::Status CpuBackend::Upload(const float* host, Tensor t) {
+absl::Status CpuBackend::Upload(const void* host, DType host_dtype, Tensor t) {
+  if (host_dtype != t.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat("the CPU backend does not convert ",
+                                                   DTypeName(host_dtype), " to ",
+                                                   DTypeName(t.dtype), " on upload"));
+  }
   std::memcpy(t.data, host, t.bytes());
   return absl::OkStatus();
 }
 
 absl::Status CpuBackend::Download(const Tensor& t, float* host) {
+  if (t.dtype != DType::kF32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Download: ", DTypeName(t.dtype), " tensors are not downloaded as f32"));
+  }
   std::memcpy(host, t.data, t.bytes());
   return absl::OkStatus();
 }
 
 absl::Status CpuBackend::FillRandom(Tensor t, uint64_t seed, float scale) {
+  if (t.dtype != DType::kF32) {
+    return absl::InvalidArgumentError("FillRandom makes f32 tensors only");
+  }
   float* data = F32(t);
   for (int64_t i = 0; i < t.elements(); ++i) {
     data[i] = scale * kernels::HashUniform(seed, static_cast<uint64_t>(i));
@@ -137,7 +157,18 @@ absl::Status CpuBackend::Embed(const Tensor& table, Tensor out) {
   }
   const auto m = static_cast<int64_t>(tokens_.size());
   if (absl::Status s = ExpectShape("Embed out", out, m, table.cols); !s.ok()) return s;
-  k::GatherRows(F32(table), table.rows, tokens_.data(), m, table.cols, F32(out));
+  if (table.dtype == DType::kF32) {
+    k::GatherRows(F32(table), table.rows, tokens_.data(), m, table.cols, F32(out));
+    return absl::OkStatus();
+  }
+  // A packed table: each wanted row decoded from its blocks.
+  const k::FormatKernels& format = k::FormatKernelsFor(FormatOf(table.dtype));
+  const int64_t row_bytes = DTypeRowBytes(table.dtype, table.cols);
+  const auto* rows = static_cast<const uint8_t*>(table.data);
+  for (int64_t i = 0; i < m; ++i) {
+    format.dequantize(rows + tokens_[i] * row_bytes, table.cols / format.block_values,
+                      F32(out) + i * table.cols);
+  }
   return absl::OkStatus();
 }
 
@@ -158,7 +189,12 @@ absl::Status CpuBackend::Matmul(const Tensor& x, const Tensor& w, Tensor y) {
                                             w.rows, ", ", w.cols, "] y [", y.rows, ", ", y.cols,
                                             "]"));
   }
-  k::MatmulF32(F32(x), F32(w), F32(y), x.rows, w.rows, x.cols, &pool_);
+  if (w.dtype == DType::kF32) {
+    k::MatmulF32(F32(x), F32(w), F32(y), x.rows, w.rows, x.cols, &pool_);
+  } else {
+    k::QuantMatmul(FormatOf(w.dtype), F32(x), static_cast<const uint8_t*>(w.data), F32(y), x.rows,
+                   w.rows, x.cols, &pool_, &q8_scratch_);
+  }
   return absl::OkStatus();
 }
 

@@ -1,5 +1,7 @@
-// CpuBackend: the Backend of CPU workers: f32 weights, activations and paged KV cache in
-// host memory, ops from kernels/cpu on a fixed ThreadPool. Not thread-safe (one step at a
+// CpuBackend: the Backend of CPU workers: f32 activations and paged KV cache in host memory,
+// weights f32 or held packed in their file's blocks (F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
+// Q6_K; kernels/cpu/quant, on machines with AVX2, FMA and F16C), ops from kernels/cpu on a
+// fixed ThreadPool. Not thread-safe (one step at a
 // time), like every Backend.
 #ifndef TPSERVE_SERVER_ENGINE_CPU_BACKEND_H_
 #define TPSERVE_SERVER_ENGINE_CPU_BACKEND_H_
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/quant/q8_activations.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/thread_pool.h"
 #include "server/engine/backend.h"
@@ -22,9 +25,10 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return "cpu"; }
   DType activation_dtype() const override { return DType::kF32; }
   DType weight_dtype() const override { return DType::kF32; }
+  bool HoldsPacked(DType dtype) const override;
 
   absl::StatusOr<Tensor> Allocate(int64_t rows, int64_t cols, DType dtype) override;
-  absl::Status Upload(const float* host, Tensor t) override;
+  absl::Status Upload(const void* host, DType host_dtype, Tensor t) override;
   absl::Status Download(const Tensor& t, float* host) override;
   absl::Status FillRandom(Tensor t, uint64_t seed, float scale) override;
   int64_t allocated_bytes() const override { return allocated_bytes_; }
@@ -61,6 +65,7 @@ class CpuBackend final : public Backend {
   std::vector<StepSequence> sequences_;  // block tables of the step (tokens unused)
   std::vector<int64_t> seq_offsets_;     // first row of each sequence
   std::vector<float> k_scratch_, v_scratch_, q_scratch_;  // [m, n_kv*hd], [m, n_q*hd]
+  std::vector<kernels::cpu::Q8Block> q8_scratch_;         // Matmul's quantised x [m, k / 32]
 };
 
 }  // namespace tpserve::engine

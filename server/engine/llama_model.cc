@@ -5,7 +5,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 #include "server/common/status_macros.h"
+#include "server/engine/weight_loader.h"
 
 namespace tpserve::engine {
 namespace {
@@ -101,62 +103,51 @@ int64_t LlamaModel::vocab_slice_max() const {
 
 absl::Status LlamaModel::LoadWeights(const model::WeightSource& weights) {
   const int64_t d = config_.d_model;
+  const model::Range all_d{0, d};
   const model::Range q_rows = plan_.q_rows();
   const model::Range kv_rows = plan_.kv_rows();
   const model::Range ffn = plan_.ffn;
-  const DType wt = backend_->weight_dtype();
-  std::vector<float> host;
-
-  // Allocates a [rows, cols] tensor of `dtype` and fills it from `read(host)`; rows the reader
-  // leaves alone stay zero.
-  auto load = [&](int64_t rows, int64_t cols, DType dtype, auto read) -> absl::StatusOr<Tensor> {
-    host.assign(rows * cols, 0.0f);
-    RETURN_IF_ERROR(read(host.data()));
-    ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(rows, cols, dtype));
-    RETURN_IF_ERROR(backend_->Upload(host.data(), t));
-    return t;
-  };
+  WeightLoader loader(&weights, backend_, options_.dequantize);
+  // Column-parallel parts: some rows, every column; row-parallel: every row, some columns.
   auto rows_of = [&](const std::string& name, model::Range r) {
-    return [&weights, name, r](float* out) { return weights.ReadRows(name, r.begin, r.end, out); };
+    return WeightPart{name, r, all_d};
   };
   auto columns_of = [&](const std::string& name, model::Range c) {
-    return [&weights, name, c, d](float* out) {
-      return weights.ReadSlice(name, 0, d, c.begin, c.end, out);
-    };
+    return WeightPart{name, all_d, c};
   };
 
-  ASSIGN_OR_RETURN(token_embd_, load(config_.vocab_size, d, wt,
-                                     rows_of("token_embd.weight", {0, config_.vocab_size})));
-  ASSIGN_OR_RETURN(output_norm_, load(1, d, DType::kF32, rows_of("output_norm.weight", {0, 1})));
+  const model::Range vocab_all{0, config_.vocab_size};
+  ASSIGN_OR_RETURN(token_embd_,
+                   loader.Matrix({rows_of("token_embd.weight", vocab_all)}, config_.vocab_size, d));
+  ASSIGN_OR_RETURN(output_norm_, loader.Vector("output_norm.weight", d));
   const char* head_name = config_.tied_embeddings ? "token_embd.weight" : "output.weight";
   if (config_.tied_embeddings && plan_.vocab.size() == config_.vocab_size) {
     lm_head_ = token_embd_;  // world of one, tied: the same rows
   } else {
-    ASSIGN_OR_RETURN(lm_head_, load(vocab_slice_max(), d, wt, rows_of(head_name, plan_.vocab)));
+    ASSIGN_OR_RETURN(lm_head_,
+                     loader.Matrix({rows_of(head_name, plan_.vocab)}, vocab_slice_max(), d));
   }
 
   const int64_t q_n = q_rows.size();
   const int64_t kv_n = kv_rows.size();
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     Layer layer;
-    ASSIGN_OR_RETURN(layer.attn_norm,
-                     load(1, d, DType::kF32, rows_of(LayerName(l, "attn_norm"), {0, 1})));
-    ASSIGN_OR_RETURN(layer.ffn_norm,
-                     load(1, d, DType::kF32, rows_of(LayerName(l, "ffn_norm"), {0, 1})));
-    ASSIGN_OR_RETURN(layer.wqkv, load(q_n + 2 * kv_n, d, wt, [&](float* out) -> absl::Status {
-                       RETURN_IF_ERROR(rows_of(LayerName(l, "attn_q"), q_rows)(out));
-                       RETURN_IF_ERROR(rows_of(LayerName(l, "attn_k"), kv_rows)(out + q_n * d));
-                       return rows_of(LayerName(l, "attn_v"), kv_rows)(out + (q_n + kv_n) * d);
-                     }));
-    ASSIGN_OR_RETURN(layer.wo, load(d, q_n, wt, columns_of(LayerName(l, "attn_output"), q_rows)));
-    ASSIGN_OR_RETURN(layer.w_gate_up, load(2 * ffn.size(), d, wt, [&](float* out) -> absl::Status {
-                       RETURN_IF_ERROR(rows_of(LayerName(l, "ffn_gate"), ffn)(out));
-                       return rows_of(LayerName(l, "ffn_up"), ffn)(out + ffn.size() * d);
-                     }));
+    ASSIGN_OR_RETURN(layer.attn_norm, loader.Vector(LayerName(l, "attn_norm"), d));
+    ASSIGN_OR_RETURN(layer.ffn_norm, loader.Vector(LayerName(l, "ffn_norm"), d));
+    ASSIGN_OR_RETURN(layer.wqkv, loader.Matrix({rows_of(LayerName(l, "attn_q"), q_rows),
+                                                rows_of(LayerName(l, "attn_k"), kv_rows),
+                                                rows_of(LayerName(l, "attn_v"), kv_rows)},
+                                               q_n + 2 * kv_n, d));
+    ASSIGN_OR_RETURN(layer.wo,
+                     loader.Matrix({columns_of(LayerName(l, "attn_output"), q_rows)}, d, q_n));
+    ASSIGN_OR_RETURN(layer.w_gate_up, loader.Matrix({rows_of(LayerName(l, "ffn_gate"), ffn),
+                                                     rows_of(LayerName(l, "ffn_up"), ffn)},
+                                                    2 * ffn.size(), d));
     ASSIGN_OR_RETURN(layer.w_down,
-                     load(d, ffn.size(), wt, columns_of(LayerName(l, "ffn_down"), ffn)));
+                     loader.Matrix({columns_of(LayerName(l, "ffn_down"), ffn)}, d, ffn.size()));
     layers_.push_back(layer);
   }
+  LOG(INFO) << "weights: rank " << plan_.rank << " holds " << loader.Summary() << " matrices";
   return absl::OkStatus();
 }
 
@@ -176,7 +167,7 @@ absl::Status LlamaModel::MakeRandomWeights(uint64_t seed) {
   const std::vector<float> ones(d, 1.0f);
   auto norm = [&]() -> absl::StatusOr<Tensor> {
     ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(1, d, DType::kF32));
-    RETURN_IF_ERROR(backend_->Upload(ones.data(), t));
+    RETURN_IF_ERROR(backend_->Upload(ones.data(), DType::kF32, t));
     return t;
   };
   ASSIGN_OR_RETURN(token_embd_, backend_->Allocate(config_.vocab_size, d, wt));

@@ -28,13 +28,16 @@ struct EngineOptions {
   int64_t kv_block_size = 16;             // tokens per KV block
   int64_t kv_budget_bytes = 256ll << 20;  // memory for the KV cache on this rank
   int64_t kv_blocks = 0;                  // when > 0: exactly this many blocks (budget unused)
+  bool dequantize = false;  // exact mode: every weight dequantised to the backend's weight_dtype
+                            // at load (else kept in its file's blocks where the backend can)
 };
 
 class LlamaModel {
  public:
-  // Reads this rank's slice of every weight from `weights` (only that slice is dequantised)
-  // and uploads it into `backend`, sizes the KV cache from the budget and the workspaces
-  // from the options. `backend` and `comm` must outlive the model.
+  // Reads this rank's slice of every weight from `weights` (only that slice is read; kept in
+  // its blocks or dequantised, see WeightLoader) and uploads it into `backend`, sizes the KV cache
+  // from the budget and the workspaces from the options. `backend` and `comm` must outlive the
+  // model.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Load(const model::WeightSource& weights,
                                                           const model::ShardPlan& plan,
                                                           Backend* backend,

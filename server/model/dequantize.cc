@@ -1,10 +1,10 @@
-// Bounds checks and dispatch to the per-type kernels of dequantize_kernels.h.
+// Bounds checks and dispatch to the per-format block kernels of kernels/cpu/quant/formats.h.
 #include "server/model/dequantize.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/quant/formats.h"
 #include "server/common/status_macros.h"
-#include "server/model/dequantize_kernels.h"
 
 namespace tpserve::model {
 namespace {
@@ -12,22 +12,9 @@ namespace {
 // absl::string_view is not std::string_view in this Abseil build; bridges for StrCat.
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-struct KernelEntry {
-  GgmlType type;
-  kernels::DequantizeFn fn;
-};
-
-constexpr KernelEntry kKernels[] = {
-    {GgmlType::kF32, kernels::DequantizeF32},   {GgmlType::kF16, kernels::DequantizeF16},
-    {GgmlType::kBF16, kernels::DequantizeBF16}, {GgmlType::kQ4_0, kernels::DequantizeQ4_0},
-    {GgmlType::kQ4_1, kernels::DequantizeQ4_1}, {GgmlType::kQ8_0, kernels::DequantizeQ8_0},
-    {GgmlType::kQ4_K, kernels::DequantizeQ4_K}, {GgmlType::kQ5_K, kernels::DequantizeQ5_K},
-    {GgmlType::kQ6_K, kernels::DequantizeQ6_K},
-};
-
 // The kernel for `type` and its canonical geometry (the caller's copy is not trusted).
 struct Kernel {
-  kernels::DequantizeFn fn;
+  kernels::cpu::DequantizeFn fn;
   uint64_t block_values;
   uint64_t block_bytes;
 };
@@ -39,13 +26,8 @@ absl::StatusOr<Kernel> KernelFor(const GgmlTypeInfo& type) {
         absl::StrCat("type ", Sv(info.name), " given with geometry ", type.block_values, "/",
                      type.block_bytes, ", expected ", info.block_values, "/", info.block_bytes));
   }
-  for (const KernelEntry& e : kKernels) {
-    if (e.type == info.type) {
-      return Kernel{e.fn, static_cast<uint64_t>(info.block_values),
-                    static_cast<uint64_t>(info.block_bytes)};
-    }
-  }
-  return absl::UnimplementedError(absl::StrCat("no dequantisation kernel for ", Sv(info.name)));
+  return Kernel{kernels::cpu::FormatKernelsFor(info.format).dequantize,
+                static_cast<uint64_t>(info.block_values), static_cast<uint64_t>(info.block_bytes)};
 }
 
 }  // namespace

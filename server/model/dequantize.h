@@ -1,48 +1,24 @@
 // Dequantisation of GGUF weight data (F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K) to
-// f32, whole or by row/column slice for tensor parallelism. Block layouts are exactly
-// ggml's (ggml-common.h). Pure functions over caller-owned buffers; thread-safe.
+// f32, whole or by row/column slice for tensor parallelism, with bounds checks; the per-format
+// block kernels are kernels/cpu/quant's. Pure functions over caller-owned buffers; thread-safe.
 #ifndef TPSERVE_SERVER_MODEL_DEQUANTIZE_H_
 #define TPSERVE_SERVER_MODEL_DEQUANTIZE_H_
 
-#include <bit>
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "kernels/cpu/quant/half.h"
 #include "server/model/ggml_type.h"
 #include "server/model/gguf_file.h"
 
 namespace tpserve::model {
 
-// IEEE half -> float, exact for all 65536 inputs: subnormals, infinities, and NaNs with
-// their sign and payload (a signalling NaN stays signalling, unlike F16C's vcvtph2ps).
-inline float F16ToF32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  const uint32_t exp = (h >> 10) & 0x1F;
-  uint32_t mant = h & 0x3FF;
-  uint32_t bits;
-  if (exp == 0x1F) {
-    bits = sign | 0x7F800000u | (mant << 13);  // inf / NaN
-  } else if (exp != 0) {
-    bits = sign | ((exp + (127 - 15)) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;  // +-0
-  } else {
-    // Subnormal mant * 2^-24: normalise so that bit 10 is the implicit one.
-    uint32_t e = 127 - 15 + 1;
-    while ((mant & 0x400) == 0) {
-      mant <<= 1;
-      --e;
-    }
-    bits = sign | (e << 23) | ((mant & 0x3FF) << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
-
-// bfloat16 -> float (exact: the top half of the float's bits).
-inline float Bf16ToF32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+// The exact half and bfloat16 conversions of the CPU kernels.
+using ::tpserve::kernels::cpu::Bf16ToF32;
+using ::tpserve::kernels::cpu::F16ToF32;
 
 // Dequantises values [first_value, first_value + n_values) of a tensor of `type` whose
 // bytes are `tensor_bytes` into out[0 .. n_values). first_value and n_values must be

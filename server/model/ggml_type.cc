@@ -4,21 +4,26 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/quant/formats.h"
 
 namespace tpserve::model {
 namespace {
 
-// Block geometry as in ggml's type_traits (ggml.c): QK4_0 = QK4_1 = QK8_0 = 32, QK_K = 256.
-constexpr std::array<GgmlTypeInfo, 9> kTypes = {{
-    {GgmlType::kF32, "F32", 1, 4},
-    {GgmlType::kF16, "F16", 1, 2},
-    {GgmlType::kQ4_0, "Q4_0", 32, 2 + 16},
-    {GgmlType::kQ4_1, "Q4_1", 32, 2 + 2 + 16},
-    {GgmlType::kQ8_0, "Q8_0", 32, 2 + 32},
-    {GgmlType::kQ4_K, "Q4_K", 256, 2 + 2 + 12 + 128},
-    {GgmlType::kQ5_K, "Q5_K", 256, 2 + 2 + 12 + 32 + 128},
-    {GgmlType::kQ6_K, "Q6_K", 256, 128 + 64 + 16 + 2},
-    {GgmlType::kBF16, "BF16", 1, 2},
+// The GGUF type codes and the kernel formats they are; the geometry is the kernels'.
+struct TypeFormat {
+  GgmlType type;
+  kernels::cpu::WeightFormat format;
+};
+constexpr std::array<TypeFormat, 9> kTypes = {{
+    {GgmlType::kF32, kernels::cpu::WeightFormat::kF32},
+    {GgmlType::kF16, kernels::cpu::WeightFormat::kF16},
+    {GgmlType::kQ4_0, kernels::cpu::WeightFormat::kQ4_0},
+    {GgmlType::kQ4_1, kernels::cpu::WeightFormat::kQ4_1},
+    {GgmlType::kQ8_0, kernels::cpu::WeightFormat::kQ8_0},
+    {GgmlType::kQ4_K, kernels::cpu::WeightFormat::kQ4_K},
+    {GgmlType::kQ5_K, kernels::cpu::WeightFormat::kQ5_K},
+    {GgmlType::kQ6_K, kernels::cpu::WeightFormat::kQ6_K},
+    {GgmlType::kBF16, kernels::cpu::WeightFormat::kBF16},
 }};
 
 // absl::string_view is not std::string_view in this Abseil build; bridges for StrCat.
@@ -27,8 +32,11 @@ absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.
 }  // namespace
 
 absl::StatusOr<GgmlTypeInfo> LookupGgmlType(uint32_t raw) {
-  for (const GgmlTypeInfo& info : kTypes) {
-    if (static_cast<uint32_t>(info.type) == raw) return info;
+  for (const TypeFormat& t : kTypes) {
+    if (static_cast<uint32_t>(t.type) == raw) {
+      const kernels::cpu::FormatKernels& k = kernels::cpu::FormatKernelsFor(t.format);
+      return GgmlTypeInfo{t.type, k.name, k.block_values, k.block_bytes, t.format};
+    }
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unsupported ggml type code ", raw,

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "kernels/cpu/quant/formats.h"
 
 namespace tpserve::model {
 
@@ -29,6 +30,7 @@ struct GgmlTypeInfo {
   std::string_view name;  // "F32", "Q4_K", ...
   int64_t block_values;   // 1 for F32/F16/BF16, 32 for Q*_0/Q*_1, 256 for K-quants
   int64_t block_bytes;
+  kernels::cpu::WeightFormat format;  // the CPU kernels' name for the same layout
 };
 
 // The geometry of `raw` (a GGUF type code), or InvalidArgument naming the unsupported code.

@@ -6,10 +6,9 @@ file(GLOB GGUF_SRCS CONFIGURE_DEPENDS
 list(FILTER GGUF_SRCS EXCLUDE REGEX "_test\\.cc$")
 tpserve_library(tpserve_gguf ${GGUF_SRCS})
 if(GGUF_SRCS)
-  # No FMA contraction: the kernels round exactly as ggml's reference dequantisation does.
-target_compile_options(tpserve_gguf PRIVATE ${TPSERVE_CPU_FLAGS} -ffp-contract=off)
+  target_compile_options(tpserve_gguf PRIVATE ${TPSERVE_CPU_FLAGS})
 endif()
-tpserve_link(tpserve_gguf tpserve_common absl::status absl::statusor absl::strings
+tpserve_link(tpserve_gguf tpserve_common tpserve_cpu_kernels absl::status absl::statusor absl::strings
                                           absl::span absl::flat_hash_map)
 
 file(GLOB GGUF_TESTS CONFIGURE_DEPENDS

@@ -1,6 +1,7 @@
 // WeightSource's shared pieces and OpenWeightSource, which picks the format by path.
 #include "server/model/weight_source.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -14,6 +15,22 @@ absl::Status WeightSource::ReadRows(std::string_view name, int64_t row_begin, in
                                     float* out) const {
   ASSIGN_OR_RETURN(const WeightShape shape, Shape(name));
   return ReadSlice(name, row_begin, row_end, 0, shape.cols, out);
+}
+
+absl::StatusOr<GgmlTypeInfo> WeightSource::StoredType(std::string_view name) const {
+  RETURN_IF_ERROR(Shape(name).status());
+  return LookupGgmlType(static_cast<uint32_t>(GgmlType::kF32));
+}
+
+absl::Status WeightSource::ReadBlocks(std::string_view name, int64_t row_begin, int64_t row_end,
+                                      int64_t col_begin, int64_t col_end, uint8_t* out) const {
+  return ReadSlice(name, row_begin, row_end, col_begin, col_end, reinterpret_cast<float*>(out));
+}
+
+int64_t FfnSplitGranule(const WeightSource& weights, int world_size) {
+  const absl::StatusOr<GgmlTypeInfo> type = weights.StoredType("blk.0.ffn_down.weight");
+  const int64_t granule = type.ok() ? std::max<int64_t>(32, type->block_values) : 32;
+  return weights.config().ffn_dim / granule >= world_size ? granule : 32;
 }
 
 absl::Status WeightSource::CheckRange(std::string_view name, const WeightShape& shape,

@@ -1,6 +1,7 @@
 // WeightSource: read-only access to a model's weights by canonical GGUF-style name, whatever
 // the file format (GGUF file or Hugging Face safetensors directory), each tensor seen as a
-// 2-D row-major [rows, cols] matrix of f32 (dequantised or converted on read).
+// 2-D row-major [rows, cols] matrix: of f32 (dequantised or converted on read, ReadSlice), or
+// in the blocks it is stored in (ReadBlocks), so that a backend can hold the file's format.
 //
 // Canonical names: token_embd.weight, output_norm.weight, output.weight (absent when the
 // embeddings are tied), blk.N.{attn_norm, ffn_norm}.weight, blk.N.{attn_q, attn_k, attn_v,
@@ -25,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/model/ggml_type.h"
 #include "server/model/model_config.h"
 
 namespace tpserve::model {
@@ -56,6 +58,18 @@ class WeightSource {
   virtual absl::Status ReadSlice(std::string_view name, int64_t row_begin, int64_t row_end,
                                  int64_t col_begin, int64_t col_end, float* out) const = 0;
 
+  // The element type `name` is stored in, which ReadBlocks returns: the file's type for GGUF;
+  // F32 for sources that convert on read (safetensors). NotFound when absent.
+  virtual absl::StatusOr<GgmlTypeInfo> StoredType(std::string_view name) const;
+
+  // out: rows [row_begin, row_end) x cols [col_begin, col_end) of `name` in StoredType's
+  // blocks, row-major: row_end - row_begin rows of (col_end - col_begin) / block_values blocks.
+  // InvalidArgument when a column bound is not a multiple of the block size, or when a block
+  // holds a non-finite scale or value (the message names the tensor); NotFound, OutOfRange as
+  // ReadSlice.
+  virtual absl::Status ReadBlocks(std::string_view name, int64_t row_begin, int64_t row_end,
+                                  int64_t col_begin, int64_t col_end, uint8_t* out) const;
+
   // out: [row_end - row_begin, cols] row-major f32.
   absl::Status ReadRows(std::string_view name, int64_t row_begin, int64_t row_end,
                         float* out) const;
@@ -66,6 +80,11 @@ class WeightSource {
   static absl::Status CheckRange(std::string_view name, const WeightShape& shape, int64_t row_begin,
                                  int64_t row_end, int64_t col_begin, int64_t col_end);
 };
+
+// The FFN split granule for a world of `world_size` (MakeShardPlan's ffn_granule): the block
+// size of the stored ffn_down (32, or 256 for K-quants), so that its row-parallel slices keep
+// their blocks; 32 when the FFN has fewer such blocks than ranks.
+int64_t FfnSplitGranule(const WeightSource& weights, int world_size);
 
 // A GGUF file (dequantising through server/model/dequantize.h).
 absl::StatusOr<std::unique_ptr<WeightSource>> OpenGgufWeightSource(const std::string& path);

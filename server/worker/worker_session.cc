@@ -166,7 +166,9 @@ absl::Status WorkerSession::BuildWorld(const Init& init) {
   rank_ = static_cast<int>(init.rank());
   const int world = static_cast<int>(init.world_size());
   ASSIGN_OR_RETURN(weights_, model::OpenWeightSource(init.model_path()));
-  ASSIGN_OR_RETURN(model::ShardPlan plan, model::MakeShardPlan(weights_->config(), rank_, world));
+  ASSIGN_OR_RETURN(model::ShardPlan plan,
+                   model::MakeShardPlan(weights_->config(), rank_, world,
+                                        model::FfnSplitGranule(*weights_, world)));
 
   CommSpec spec;
   spec.rank = rank_;
@@ -217,6 +219,7 @@ absl::Status WorkerSession::BuildWorld(const Init& init) {
     options.kv_budget_bytes = static_cast<int64_t>(init.kv_budget_bytes());
   }
   if (init.kv_block_size() > 0) options.kv_block_size = init.kv_block_size();
+  options.dequantize = init.dequantize() || options_.dequantize;
   ASSIGN_OR_RETURN(model_,
                    engine::LlamaModel::Load(*weights_, plan, backend_.get(), comm_.get(), options));
   if (metrics_.has_value()) {

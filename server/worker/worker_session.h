@@ -46,6 +46,8 @@ struct WorkerServiceOptions {
   WorkerMetrics* metrics = nullptr;
   // The CUDA ordinal this worker computes on; -1: the CPU (threads from Init).
   int device = -1;
+  // Exact mode whatever Init says (the worker's --dequantize).
+  bool dequantize = false;
 };
 
 using SessionStream =

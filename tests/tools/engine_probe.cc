@@ -1,9 +1,11 @@
 // engine_probe: drives LlamaModel (world size 1, CPU) for the pytest suites that compare it
-// with the numpy reference. Reads one JSON array of token ids per stdin line.
-//   engine_probe MODEL logits OUT.f32 [THREADS]
+// with the numpy reference. Reads one JSON array of token ids per stdin line. WEIGHTS is
+// "packed" (the default: the file's blocks, the fast path) or "exact" (dequantised to f32,
+// --dequantize).
+//   engine_probe MODEL logits OUT.f32 [THREADS [WEIGHTS]]
 //       every position's logits of every line, appended to OUT.f32 as [T, vocab] f32;
 //       prints {"rows": T} per line.
-//   engine_probe MODEL greedy MAX_TOKENS [THREADS]
+//   engine_probe MODEL greedy MAX_TOKENS [THREADS [WEIGHTS]]
 //       greedy continuations of all lines, decoded together as one batch (a sequence stops
 //       after emitting EOS, which is kept); prints a JSON array of ids per line.
 #include <cstdio>
@@ -60,11 +62,17 @@ bool ToTokenIds(const nlohmann::json& j, std::vector<int32_t>* ids) {
 }
 
 int Probe(int argc, char** argv) {
-  if (argc < 4) return Fail("usage: engine_probe MODEL logits OUT.f32 | greedy N [THREADS]");
+  if (argc < 4) {
+    return Fail("usage: engine_probe MODEL logits OUT.f32 | greedy N [THREADS [exact|packed]]");
+  }
   const std::string mode = argv[2];
   int threads = 2;
   if (argc > 4 && !absl::SimpleAtoi(argv[4], &threads)) {
     return Fail(absl::StrCat("THREADS is not an integer: ", argv[4]));
+  }
+  const std::string weights_mode = argc > 5 ? argv[5] : "packed";
+  if (weights_mode != "exact" && weights_mode != "packed") {
+    return Fail(absl::StrCat("WEIGHTS is exact or packed, not ", weights_mode));
   }
   std::vector<std::vector<int32_t>> prompts;
   for (std::string line; std::getline(std::cin, line);) {
@@ -84,6 +92,7 @@ int Probe(int argc, char** argv) {
   tpserve::engine::EngineOptions options;
   options.max_batch_tokens = 4096;
   options.max_logit_rows = 1024;
+  options.dequantize = weights_mode == "exact";
   int64_t max_new = 0;
   if (mode == "greedy" && !absl::SimpleAtoi(argv[3], &max_new)) {
     return Fail(absl::StrCat("MAX_TOKENS is not an integer: ", argv[3]));

@@ -121,8 +121,9 @@ absl::StatusOr<void*> CudaBackend::AllocateBytes(int64_t bytes) {
 }
 
 absl::StatusOr<Tensor> CudaBackend::Allocate(int64_t rows, int64_t cols, DType dtype) {
-  if (dtype == DType::kF16) {
-    return absl::InvalidArgumentError("the CUDA backend holds f32 and bf16 tensors, not f16");
+  if (dtype != DType::kF32 && dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the CUDA backend holds f32 and bf16 tensors, not ", DTypeName(dtype)));
   }
   if (rows < 0 || cols < 0) {
     return absl::InvalidArgumentError(absl::StrCat("bad tensor shape [", rows, ", ", cols, "]"));
@@ -131,7 +132,12 @@ absl::StatusOr<Tensor> CudaBackend::Allocate(int64_t rows, int64_t cols, DType d
   return Tensor{p, rows, cols, dtype};
 }
 
-absl::Status CudaBackend::Upload(const float* host, Tensor t) {
+absl::Status CudaBackend::Upload(const void* host_data, DType host_dtype, Tensor t) {
+  if (host_dtype != DType::kF32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the CUDA backend uploads f32 host data, not ", DTypeName(host_dtype)));
+  }
+  const auto* host = static_cast<const float*>(host_data);
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   if (t.dtype == DType::kF32) {
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(t.data, host, t.bytes(), cudaMemcpyHostToDevice, stream_));
@@ -210,8 +216,8 @@ absl::Status CudaBackend::InitRope(const RopeSettings& rope) {
   }
   ASSIGN_OR_RETURN(Tensor c, Allocate(rope.max_position, half, DType::kF32));
   ASSIGN_OR_RETURN(Tensor s, Allocate(rope.max_position, half, DType::kF32));
-  RETURN_IF_ERROR(Upload(cos.data(), c));
-  RETURN_IF_ERROR(Upload(sin.data(), s));
+  RETURN_IF_ERROR(Upload(cos.data(), DType::kF32, c));
+  RETURN_IF_ERROR(Upload(sin.data(), DType::kF32, s));
   rope_cos_ = F32(c);
   rope_sin_ = F32(s);
   rope_positions_ = rope.max_position;

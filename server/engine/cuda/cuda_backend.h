@@ -33,12 +33,14 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
   DType activation_dtype() const override { return DType::kBF16; }
   DType weight_dtype() const override { return DType::kBF16; }
+  // Weights are dequantised to bf16 at load: nothing is held packed.
+  bool HoldsPacked(DType) const override { return false; }
   int device() const { return device_; }
   // The stream every op runs on; valid as long as the backend.
   cudaStream_t stream() const { return stream_; }
 
   absl::StatusOr<Tensor> Allocate(int64_t rows, int64_t cols, DType dtype) override;
-  absl::Status Upload(const float* host, Tensor t) override;
+  absl::Status Upload(const void* host, DType host_dtype, Tensor t) override;
   absl::Status Download(const Tensor& t, float* host) override;
   absl::Status FillRandom(Tensor t, uint64_t seed, float scale) override;
   int64_t allocated_bytes() const override { return allocated_bytes_; }

@@ -1,0 +1,104 @@
+// File: kernels/cpu/quant/formats.h
+//
+// Weight formats the CPU kernels compute on, kept in their file's blocks (ggml's layouts,
+// ggml-common.h): F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K. One file per format
+// (<format>.cc) defines its FormatKernels: how to dequantise its blocks and the dot-product tile
+// that quant_matmul.h drives. FormatKernelsFor() is the table keyed by format.
+//
+// A weight matrix [n, k] of a format is n rows of k / block_values blocks each, row-major,
+// RowBytes(format, k) bytes per row: exactly the bytes of a GGUF tensor (or a row range of it).
+//
+// Tiles. A tile computes y[i, j] = dot(x row i, w row j) for i < mr, j < nr (1 <= mr, nr <= 4).
+// Integer formats take x quantised per row to Q8Blocks (q8_activations.h); float formats take
+// x as f32. Batch invariance: each y[i, j] goes through the same sequence of float operations
+// whatever mr, nr, the thread split or the rest of the batch (per 32-value block: an exact
+// integer dot product, converted, scaled and added into one 8-lane accumulator in block order;
+// then HorizontalSum; then the block-order sum of the format's offset term). So row i of an
+// m-row product equals an m = 1 product of that row, bit for bit.
+//
+// Stateless; thread-safe.
+#ifndef TPSERVE_KERNELS_CPU_QUANT_FORMATS_H_
+#define TPSERVE_KERNELS_CPU_QUANT_FORMATS_H_
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/quant/half.h"
+#include "kernels/cpu/quant/q8_activations.h"
+
+namespace tpserve::kernels::cpu {
+
+enum class WeightFormat : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ4_K, kQ5_K, kQ6_K };
+
+// Converts n_blocks consecutive blocks at src into n_blocks * block_values floats at dst,
+// exactly as ggml's reference dequantisation rounds. No checks.
+using DequantizeFn = void (*)(const uint8_t* src, int64_t n_blocks, float* dst);
+
+// y[i * ldy + j] = dot(x row i, w row j) for i < mr, j < nr.
+//   w: nr rows of `w_stride` bytes (k / block_values blocks each);
+//   x: mr rows of Q8Blocks, `x_stride` blocks apart, k / 32 blocks each.
+using QuantTileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x,
+                             int64_t x_stride, int mr, int64_t k, float* y, int64_t ldy);
+// The same for float formats, x: mr rows of k f32 values, `x_stride` floats apart.
+using FloatTileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const float* x,
+                             int64_t x_stride, int mr, int64_t k, float* y, int64_t ldy);
+
+struct FormatKernels {
+  WeightFormat format;
+  const char* name;      // "Q4_1", ...
+  int64_t block_values;  // 1 for F32/F16/BF16, 32 for Q*_0/Q4_1, 256 for K-quants
+  int64_t block_bytes;
+  DequantizeFn dequantize;
+  QuantTileFn quant_tile;  // integer formats (x as Q8Blocks), else null
+  FloatTileFn float_tile;  // float formats other than F32 (x as f32), else null
+};
+
+// The kernels of `format` (never null for a value of the enum).
+const FormatKernels& FormatKernelsFor(WeightFormat format);
+
+// Bytes of one row of k values (k a multiple of the block size).
+inline int64_t RowBytes(WeightFormat format, int64_t k) {
+  const FormatKernels& f = FormatKernelsFor(format);
+  return k / f.block_values * f.block_bytes;
+}
+
+// Quantises n_blocks * 32 floats to Q8_0 blocks as ggml's reference does (d = max|x| / 127
+// stored as f16, q = round(x / d) from the f32 d): for weights whose split cannot keep their
+// own blocks. Defined in q8_0.cc.
+void QuantizeQ8_0(const float* src, int64_t n_blocks, uint8_t* dst);
+
+// Per-format entries, defined in <format>.cc.
+extern const FormatKernels kF32Kernels;
+extern const FormatKernels kF16Kernels;
+extern const FormatKernels kBF16Kernels;
+extern const FormatKernels kQ8_0Kernels;
+extern const FormatKernels kQ4_0Kernels;
+extern const FormatKernels kQ4_1Kernels;
+extern const FormatKernels kQ4_KKernels;
+extern const FormatKernels kQ5_KKernels;
+extern const FormatKernels kQ6_KKernels;
+
+// An unaligned little-endian half at p, exactly (see half.h).
+inline float LoadF16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof(h));
+  return F16ToF32(h);
+}
+
+// Sub-block j (0..7) scale and min of a Q4_K/Q5_K super-block from its 12 packed bytes
+// (ggml's get_scale_min_k4): bytes 0..3 hold scales 0..3 in their low 6 bits, bytes 4..7
+// mins 0..3; scales/mins 4..7 take their low 4 bits from bytes 8..11 and their top 2 bits
+// from the top bits of bytes 0..3 / 4..7.
+inline void ScaleMinK4(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
+  if (j < 4) {
+    *scale = q[j] & 63;
+    *min = q[j + 4] & 63;
+  } else {
+    *scale = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *min = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+}  // namespace tpserve::kernels::cpu
+
+#endif  // TPSERVE_KERNELS_CPU_QUANT_FORMATS_H_

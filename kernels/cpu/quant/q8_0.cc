@@ -1,0 +1,50 @@
+// Q8_0. block_q8_0 (34 bytes, 32 values): f16 d; int8 qs[32]. Value j = qs[j] * d.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/quant/block_dot.h"
+#include "kernels/cpu/quant/formats.h"
+
+namespace tpserve::kernels::cpu {
+namespace {
+
+void DequantizeQ8_0(const uint8_t* src, int64_t n_blocks, float* dst) {
+  constexpr int kBlockBytes = 34;
+  for (int64_t b = 0; b < n_blocks; ++b, src += kBlockBytes, dst += 32) {
+    const float d = LoadF16(src);
+    const auto* qs = reinterpret_cast<const int8_t*>(src + 2);
+    for (int j = 0; j < 32; ++j) dst[j] = static_cast<float>(qs[j]) * d;
+  }
+}
+
+struct Q8_0Block {
+  static constexpr int kBytes = 34;
+  static constexpr bool kSigned = true;
+  static constexpr bool kOffset = false;
+  static void Load(const uint8_t* blk, __m256i* q, float* d, float* m) {
+    *d = LoadF16Fast(blk);
+    *m = 0.0f;
+    *q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+  }
+};
+
+}  // namespace
+
+void QuantizeQ8_0(const float* src, int64_t n_blocks, uint8_t* dst) {
+  for (int64_t b = 0; b < n_blocks; ++b, src += 32, dst += 34) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(src[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t h = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    std::memcpy(dst, &h, 2);
+    for (int j = 0; j < 32; ++j) {
+      dst[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(src[j] * id)));
+    }
+  }
+}
+
+const FormatKernels kQ8_0Kernels = {WeightFormat::kQ8_0,      "Q8_0", 32, 34, DequantizeQ8_0,
+                                    Tile32Of<Q8_0Block>::Run, nullptr};
+
+}  // namespace tpserve::kernels::cpu

@@ -1,0 +1,126 @@
+#include "kernels/cpu/quant/quant_matmul.h"
+
+#include <algorithm>
+
+#include "glog/logging.h"
+#include "kernels/cpu/matmul.h"
+
+namespace tpserve::kernels::cpu {
+namespace {
+
+// Weight rows per unit of the thread partition.
+constexpr int64_t kRowUnit = 8;
+// Target bytes of weights per column block, kept in L2 while all row tiles of x sweep it.
+constexpr int64_t kColumnBlockBytes = 128 * 1024;
+// Rows quantised per unit when the quantisation is split across threads.
+constexpr int64_t kQuantRowUnit = 4;
+
+// Tile width for a tile of mr rows of x: a lone row (decode) takes 4 weight rows at a time;
+// taller tiles keep mr * nr accumulators and nr unpacked weight blocks in 16 registers.
+int TileWidth(int64_t mr) { return mr == 1 ? 1 : 2; }
+
+// Columns [j0, j1) of y, all m rows, through `tile(w rows, nr, x rows, mr, y)`.
+template <class TileCall>
+void Columns(int64_t m, int64_t row_bytes, int64_t j0, int64_t j1, const TileCall& tile) {
+  const int64_t block = std::max<int64_t>(
+      kRowUnit, kColumnBlockBytes / std::max<int64_t>(row_bytes, 1) / kRowUnit * kRowUnit);
+  for (int64_t jb = j0; jb < j1; jb += block) {
+    const int64_t je = std::min(j1, jb + block);
+    for (int64_t i = 0; i < m; i += 4) {
+      const int mr = static_cast<int>(std::min<int64_t>(4, m - i));
+      const int nr_max = TileWidth(mr);
+      for (int64_t j = jb; j < je; j += nr_max) {
+        tile(j, static_cast<int>(std::min<int64_t>(nr_max, je - j)), i, mr);
+      }
+    }
+  }
+}
+
+template <class Fn>
+void Run(int64_t units, ThreadPool* pool, const Fn& fn) {
+  if (pool == nullptr) {
+    fn(0, units);
+  } else {
+    pool->ParallelFor(units, fn);
+  }
+}
+
+}  // namespace
+
+const FormatKernels& FormatKernelsFor(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kF32:
+      return kF32Kernels;
+    case WeightFormat::kF16:
+      return kF16Kernels;
+    case WeightFormat::kBF16:
+      return kBF16Kernels;
+    case WeightFormat::kQ8_0:
+      return kQ8_0Kernels;
+    case WeightFormat::kQ4_0:
+      return kQ4_0Kernels;
+    case WeightFormat::kQ4_1:
+      return kQ4_1Kernels;
+    case WeightFormat::kQ4_K:
+      return kQ4_KKernels;
+    case WeightFormat::kQ5_K:
+      return kQ5_KKernels;
+    case WeightFormat::kQ6_K:
+      return kQ6_KKernels;
+  }
+  LOG(FATAL) << "unknown weight format " << static_cast<int>(format);
+}
+
+bool CpuSupportsQuantKernels() {
+  static const bool supported = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+  }();
+  return supported;
+}
+
+void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y, int64_t m,
+                 int64_t n, int64_t k, ThreadPool* pool, std::vector<Q8Block>* scratch) {
+  CHECK_GE(m, 0);
+  CHECK_GE(n, 0);
+  CHECK_GE(k, 0);
+  if (m == 0 || n == 0) return;
+  if (format == WeightFormat::kF32) {
+    MatmulF32(x, reinterpret_cast<const float*>(w), y, m, n, k, pool);
+    return;
+  }
+  const FormatKernels& f = FormatKernelsFor(format);
+  CHECK_EQ(k % f.block_values, 0) << f.name << " rows of " << k << " values";
+  const int64_t row_bytes = RowBytes(format, k);
+  const int64_t units = (n + kRowUnit - 1) / kRowUnit;
+  auto columns = [&](auto tile) {
+    Run(units, pool, [&](int64_t begin, int64_t end) {
+      Columns(m, row_bytes, begin * kRowUnit, std::min(n, end * kRowUnit), tile);
+    });
+  };
+  if (f.float_tile != nullptr) {
+    columns([&](int64_t j, int nr, int64_t i, int mr) {
+      f.float_tile(w + j * row_bytes, row_bytes, nr, x + i * k, k, mr, k, y + i * n + j, n);
+    });
+    return;
+  }
+  CHECK(f.quant_tile != nullptr) << "no tile for " << f.name;
+  CHECK_EQ(k % 32, 0) << f.name << " rows of " << k << " values";
+  const int64_t kb = k / 32;
+  scratch->resize(static_cast<size_t>(m * kb));
+  Q8Block* xq = scratch->data();
+  if (m >= 2 * kQuantRowUnit && pool != nullptr) {
+    pool->ParallelFor((m + kQuantRowUnit - 1) / kQuantRowUnit, [&](int64_t begin, int64_t end) {
+      const int64_t r0 = begin * kQuantRowUnit, r1 = std::min(m, end * kQuantRowUnit);
+      QuantizeRowsQ8(x + r0 * k, r1 - r0, k, xq + r0 * kb);
+    });
+  } else {
+    QuantizeRowsQ8(x, m, k, xq);
+  }
+  columns([&](int64_t j, int nr, int64_t i, int mr) {
+    f.quant_tile(w + j * row_bytes, row_bytes, nr, xq + i * kb, kb, mr, k, y + i * n + j, n);
+  });
+}
+
+}  // namespace tpserve::kernels::cpu

@@ -1,0 +1,198 @@
+// QuantMatmul for every weight format against a plain scalar reference: the format's ggml
+// dequantisation (scalar, as in ggml-common) of w, the activations' own Q8 rounding (d * q) for
+// the integer formats, and a float64 dot product. Also: batch and thread invariance, bit for bit.
+#include "kernels/cpu/quant/quant_matmul.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/quant/formats.h"
+#include "kernels/cpu/test_util.h"
+
+namespace tpserve::kernels::cpu {
+namespace {
+
+using testing::BitEqual;
+using testing::RandomVector;
+
+constexpr WeightFormat kFormats[] = {WeightFormat::kF16,  WeightFormat::kBF16, WeightFormat::kQ8_0,
+                                     WeightFormat::kQ4_0, WeightFormat::kQ4_1, WeightFormat::kQ4_K,
+                                     WeightFormat::kQ5_K, WeightFormat::kQ6_K};
+
+bool IsInteger(WeightFormat f) { return FormatKernelsFor(f).quant_tile != nullptr; }
+
+void PutHalf(uint8_t* p, float v) {
+  const uint16_t h = _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
+  std::memcpy(p, &h, 2);
+}
+
+// n rows of k values of `format`: random bytes, with every half-precision scale (and F16 / BF16
+// value) replaced by a finite value of a realistic size, so that the rows decode to finite
+// weights of magnitude ~0.01 - 1.
+std::vector<uint8_t> RandomRows(WeightFormat format, int64_t n, int64_t k, uint32_t seed) {
+  const FormatKernels& f = FormatKernelsFor(format);
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.001f, 0.02f);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<uint8_t> w(static_cast<size_t>(n * RowBytes(format, k)));
+  for (uint8_t& b : w) b = static_cast<uint8_t>(byte(gen));
+  const int64_t blocks = n * k / f.block_values;
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint8_t* blk = w.data() + b * f.block_bytes;
+    switch (format) {
+      case WeightFormat::kF16:
+        PutHalf(blk, value(gen));
+        break;
+      case WeightFormat::kBF16: {
+        const float v = value(gen);
+        uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        const uint16_t h = static_cast<uint16_t>(bits >> 16);
+        std::memcpy(blk, &h, 2);
+        break;
+      }
+      case WeightFormat::kQ8_0:
+      case WeightFormat::kQ4_0:
+        PutHalf(blk, scale(gen));
+        break;
+      case WeightFormat::kQ4_1:
+        PutHalf(blk, scale(gen));
+        PutHalf(blk + 2, -8 * scale(gen));
+        break;
+      case WeightFormat::kQ4_K:
+      case WeightFormat::kQ5_K:
+        PutHalf(blk, scale(gen) / 8);
+        PutHalf(blk + 2, scale(gen) / 8);
+        break;
+      case WeightFormat::kQ6_K:
+        PutHalf(blk + 208, scale(gen) / 8);
+        break;
+      case WeightFormat::kF32:
+        break;
+    }
+  }
+  return w;
+}
+
+// The activations as the integer tiles see them (Q8-rounded), or x itself.
+std::vector<float> EffectiveX(WeightFormat format, const std::vector<float>& x, int64_t m,
+                              int64_t k) {
+  if (!IsInteger(format)) return x;
+  std::vector<Q8Block> q(static_cast<size_t>(m * k / 32));
+  QuantizeRowsQ8(x.data(), m, k, q.data());
+  std::vector<float> out(x.size());
+  for (size_t b = 0; b < q.size(); ++b) {
+    for (int l = 0; l < 32; ++l) out[b * 32 + l] = q[b].d * static_cast<float>(q[b].q[l]);
+  }
+  return out;
+}
+
+void CheckAgainstReference(WeightFormat format, int64_t m, int64_t n, int64_t k, ThreadPool* pool) {
+  const FormatKernels& f = FormatKernelsFor(format);
+  const std::vector<float> x = RandomVector(m * k, static_cast<uint32_t>(1 + m + k));  // [m, k]
+  const std::vector<uint8_t> w = RandomRows(format, n, k, static_cast<uint32_t>(7 + n));
+  std::vector<float> wf(static_cast<size_t>(n * k));  // [n, k] dequantised
+  f.dequantize(w.data(), n * k / f.block_values, wf.data());
+  const std::vector<float> xe = EffectiveX(format, x, m, k);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  std::vector<Q8Block> scratch;
+  QuantMatmul(format, x.data(), w.data(), y.data(), m, n, k, pool, &scratch);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double dot = 0.0, abs_dot = 0.0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double t = static_cast<double>(xe[i * k + p]) * wf[j * k + p];
+        dot += t;
+        abs_dot += std::fabs(t);
+      }
+      // Float accumulation of k / 8 terms per lane plus per-block scale products.
+      const double bound = (static_cast<double>(k) / 8 + 16) * 1.2e-7 * abs_dot + 1e-30;
+      ASSERT_NEAR(y[i * n + j], dot, bound)
+          << f.name << " m=" << m << " n=" << n << " k=" << k << " at (" << i << ", " << j << ")";
+    }
+  }
+  // The activation rounding itself: within half a step of each block's scale.
+  if (IsInteger(format)) {
+    for (int64_t p = 0; p < m * k; p += 32) {
+      float amax = 0;
+      for (int l = 0; l < 32; ++l) amax = std::max(amax, std::fabs(x[p + l]));
+      for (int l = 0; l < 32; ++l) {
+        ASSERT_LE(std::fabs(xe[p + l] - x[p + l]), amax / 127 * 0.5001f + 1e-7f) << f.name;
+      }
+    }
+  }
+}
+
+class QuantMatmulTest : public ::testing::TestWithParam<WeightFormat> {};
+
+TEST_P(QuantMatmulTest, MatchesScalarReferenceOverShapes) {
+  const WeightFormat format = GetParam();
+  const int64_t bv = std::max<int64_t>(32, FormatKernelsFor(format).block_values);
+  ThreadPool pool(2);
+  for (int64_t m : {1, 2, 3, 4, 5, 9}) {
+    for (int64_t n : {1, 3, 5, 17, 64}) {
+      for (int64_t k : {bv, 3 * bv}) CheckAgainstReference(format, m, n, k, &pool);
+    }
+  }
+  CheckAgainstReference(format, 1, 576, 6 * bv, nullptr);
+  CheckAgainstReference(format, 7, 130, 2 * bv, &pool);
+}
+
+TEST_P(QuantMatmulTest, FloatFormatsTakeOddLengths) {
+  const WeightFormat format = GetParam();
+  if (IsInteger(format)) GTEST_SKIP() << "integer formats need whole blocks";
+  ThreadPool pool(2);
+  for (int64_t k : {1, 7, 9, 63}) CheckAgainstReference(format, 3, 11, k, &pool);
+}
+
+// Row i of an m-row product equals the m = 1 product of that row, bit for bit, at any thread
+// count.
+TEST_P(QuantMatmulTest, BatchAndThreadInvariant) {
+  const WeightFormat format = GetParam();
+  const int64_t k = 2 * std::max<int64_t>(32, FormatKernelsFor(format).block_values);
+  const int64_t m = 37, n = 45;
+  const std::vector<float> x = RandomVector(m * k, 3);  // [m, k]
+  const std::vector<uint8_t> w = RandomRows(format, n, k, 4);
+  std::vector<float> batch(m * n);
+  std::vector<Q8Block> scratch;
+  ThreadPool three(3);
+  QuantMatmul(format, x.data(), w.data(), batch.data(), m, n, k, &three, &scratch);
+  for (int64_t i = 0; i < m; ++i) {
+    std::vector<float> alone(n);
+    QuantMatmul(format, x.data() + i * k, w.data(), alone.data(), 1, n, k, nullptr, &scratch);
+    ASSERT_TRUE(BitEqual(alone.data(), batch.data() + i * n, n)) << "row " << i;
+  }
+  ThreadPool two(2);
+  std::vector<float> again(m * n);
+  QuantMatmul(format, x.data(), w.data(), again.data(), m, n, k, &two, &scratch);
+  EXPECT_TRUE(BitEqual(again.data(), batch.data(), m * n));
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, QuantMatmulTest, ::testing::ValuesIn(kFormats),
+                         [](const ::testing::TestParamInfo<WeightFormat>& info) {
+                           return std::string(FormatKernelsFor(info.param).name);
+                         });
+
+TEST(QuantizeRowsQ8Test, RoundsToNearestWithSums) {
+  std::vector<float> x(64, 0.0f);
+  x[0] = 1.27f;
+  x[1] = -0.5f;   // 0.5 / 0.01 = 50
+  x[2] = 0.015f;  // 1.5 steps: ties to even -> 2
+  std::vector<Q8Block> q(2);
+  QuantizeRowsQ8(x.data(), 1, 64, q.data());
+  EXPECT_FLOAT_EQ(q[0].d, 0.01f);
+  EXPECT_EQ(q[0].q[0], 127);
+  EXPECT_EQ(q[0].q[1], -50);
+  EXPECT_EQ(q[0].q[2], 2);
+  EXPECT_FLOAT_EQ(q[0].ds, 0.01f * (127 - 50 + 2));
+  EXPECT_EQ(q[1].d, 0.0f);  // an all-zero block
+  EXPECT_EQ(q[1].q[31], 0);
+}
+
+}  // namespace
+}  // namespace tpserve::kernels::cpu

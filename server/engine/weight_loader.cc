@@ -1,0 +1,100 @@
+#include "server/engine/weight_loader.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+#include "kernels/cpu/quant/formats.h"
+#include "server/common/status_macros.h"
+
+namespace tpserve::engine {
+
+absl::StatusOr<Tensor> WeightLoader::Matrix(absl::Span<const WeightPart> parts, int64_t total_rows,
+                                            int64_t cols) {
+  // The parts' stored type, whether they share it and whether their columns fall on its blocks.
+  bool mixed = false, aligned = true;
+  DType stored = DType::kF32;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    ASSIGN_OR_RETURN(const model::GgmlTypeInfo type, weights_->StoredType(parts[p].name));
+    const DType dtype = DTypeOf(type.format);
+    if (p == 0) stored = dtype;
+    mixed |= dtype != stored;
+    aligned &=
+        parts[p].cols.begin % type.block_values == 0 && parts[p].cols.end % type.block_values == 0;
+  }
+  const bool packable = !exact_ && (mixed || stored != DType::kF32);
+  if (packable && !mixed && aligned && backend_->HoldsPacked(stored)) {
+    ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(total_rows, cols, stored));
+    const int64_t row_bytes = DTypeRowBytes(stored, cols);
+    host_.assign(static_cast<size_t>(t.bytes()), 0);
+    int64_t row = 0;
+    for (const WeightPart& part : parts) {
+      RETURN_IF_ERROR(weights_->ReadBlocks(part.name, part.rows.begin, part.rows.end,
+                                           part.cols.begin, part.cols.end,
+                                           host_.data() + row * row_bytes));
+      row += part.rows.size();
+    }
+    RETURN_IF_ERROR(backend_->Upload(host_.data(), stored, t));
+    Count(stored);
+    return t;
+  }
+  if (packable && cols % 32 == 0 && backend_->HoldsPacked(DType::kQ8_0)) {
+    LOG(INFO) << "weights: " << parts.front().name << (parts.size() > 1 ? " (fused)" : "")
+              << " re-quantised to Q8_0: "
+              << (mixed ? "its parts are stored in different types"
+                        : absl::StrCat("columns [", parts.front().cols.begin, ", ",
+                                       parts.front().cols.end, ") split ", DTypeName(stored),
+                                       " blocks"));
+    RETURN_IF_ERROR(ReadFloats(parts, total_rows, cols));
+    ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(total_rows, cols, DType::kQ8_0));
+    host_.assign(static_cast<size_t>(t.bytes()), 0);
+    kernels::cpu::QuantizeQ8_0(floats_.data(), total_rows * cols / 32, host_.data());
+    RETURN_IF_ERROR(backend_->Upload(host_.data(), DType::kQ8_0, t));
+    Count(DType::kQ8_0);
+    return t;
+  }
+  RETURN_IF_ERROR(ReadFloats(parts, total_rows, cols));
+  ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(total_rows, cols, backend_->weight_dtype()));
+  RETURN_IF_ERROR(backend_->Upload(floats_.data(), DType::kF32, t));
+  Count(backend_->weight_dtype());
+  return t;
+}
+
+absl::Status WeightLoader::ReadFloats(absl::Span<const WeightPart> parts, int64_t total_rows,
+                                      int64_t cols) {
+  floats_.assign(static_cast<size_t>(total_rows * cols), 0.0f);
+  int64_t row = 0;
+  for (const WeightPart& part : parts) {
+    RETURN_IF_ERROR(weights_->ReadSlice(part.name, part.rows.begin, part.rows.end, part.cols.begin,
+                                        part.cols.end, floats_.data() + row * cols));
+    row += part.rows.size();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> WeightLoader::Vector(const std::string& name, int64_t n) {
+  floats_.assign(static_cast<size_t>(n), 0.0f);
+  RETURN_IF_ERROR(weights_->ReadRows(name, 0, 1, floats_.data()));
+  ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(1, n, DType::kF32));
+  RETURN_IF_ERROR(backend_->Upload(floats_.data(), DType::kF32, t));
+  return t;
+}
+
+void WeightLoader::Count(DType dtype) {
+  for (auto& [d, n] : counts_) {
+    if (d == dtype) {
+      ++n;
+      return;
+    }
+  }
+  counts_.emplace_back(dtype, 1);
+}
+
+std::string WeightLoader::Summary() const {
+  return absl::StrJoin(counts_, ", ", [](std::string* out, const std::pair<DType, int>& c) {
+    absl::StrAppend(out, c.second, " ", DTypeName(c.first));
+  });
+}
+
+}  // namespace tpserve::engine
