@@ -1,9 +1,13 @@
 // engine_throughput: tokens per second of LlamaModel at world size 1 on this machine.
 //   engine_throughput MODEL THREADS [PROMPT_TOKENS=128] [DECODE_STEPS=32] [BATCHES=1,8,32]
+//                     [WEIGHTS=packed|exact]
 // Prints one JSON object: prefill tokens/s for one prompt of PROMPT_TOKENS, and for each
 // batch size B the total decode tokens/s of B sequences decoding together (each after its
 // own prompt of 16 tokens), medians over 3 repetitions, plus the bytes of weights one decode
-// step reads. bench/engine_vs_llama_cpp.py runs it side by side with llama.cpp.
+// step reads (the file's blocks when packed, f32 when exact: --dequantize). Also the process's
+// peak RSS and the load time. bench/engine_vs_llama_cpp.py runs it side by side with llama.cpp.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -59,6 +63,12 @@ int Run(int argc, char** argv) {
     return 2;
   }
   const int64_t max_batch = *std::max_element(batches.begin(), batches.end());
+  const std::string weights_mode = argc > 6 ? argv[6] : "packed";
+  if (weights_mode != "packed" && weights_mode != "exact") {
+    std::cerr << "WEIGHTS is packed or exact, not " << weights_mode << "\n";
+    return 1;
+  }
+  const auto load_start = std::chrono::steady_clock::now();
 
   auto weights = tpserve::model::OpenWeightSource(argv[1]);
   if (!weights.ok()) {
@@ -78,6 +88,7 @@ int Run(int argc, char** argv) {
   options.max_logit_rows = max_batch;
   const int64_t blocks_per_seq = (std::max<int64_t>(prompt_len, 16 + steps) + 15) / 16;
   options.kv_blocks = blocks_per_seq * max_batch;
+  options.dequantize = weights_mode == "exact";
   auto model = tpserve::engine::LlamaModel::Load(**weights, *plan, &backend, &comm, options);
   if (!model.ok()) {
     std::cerr << model.status() << "\n";
@@ -104,13 +115,29 @@ int Run(int argc, char** argv) {
 
   nlohmann::json out;
   out["threads"] = threads;
+  out["weights"] = weights_mode;
   out["weight_bytes"] = (*model)->weight_bytes();
+  out["load_s"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   // One decode step reads every matrix once: the layers and the LM head (the embedding
-  // table is touched only at the rows of the step's tokens).
-  const int64_t d = config.d_model;
-  const int64_t per_layer = (config.n_heads + 2 * config.n_kv_heads) * config.head_dim * d +
-                            config.n_heads * config.head_dim * d + 3 * config.ffn_dim * d;
-  out["decode_bytes_per_step"] = (per_layer * config.n_layers + config.vocab_size * d) * 4;
+  // table is touched only at the rows of the step's tokens), as stored (packed) or as f32.
+  int64_t decode_bytes = 0;
+  auto add = [&](const std::string& name) {
+    const auto shape = (*weights)->Shape(name);
+    const auto type = (*weights)->StoredType(name);
+    if (!shape.ok() || !type.ok()) return;
+    decode_bytes += weights_mode == "exact"
+                        ? shape->rows * shape->cols * 4
+                        : shape->rows * (shape->cols / type->block_values) * type->block_bytes;
+  };
+  for (int64_t l = 0; l < config.n_layers; ++l) {
+    for (const char* m :
+         {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
+      add("blk." + std::to_string(l) + "." + m + ".weight");
+    }
+  }
+  add(config.tied_embeddings ? "token_embd.weight" : "output.weight");
+  out["decode_bytes_per_step"] = decode_bytes;
 
   std::vector<double> prefill;
   for (int rep = 0; rep < 3; ++rep) {
@@ -141,6 +168,9 @@ int Run(int argc, char** argv) {
     }
     out["decode_tok_s"][std::to_string(b)] = Median(rates);
   }
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  out["peak_rss_bytes"] = static_cast<int64_t>(usage.ru_maxrss) * 1024;
   std::cout << out.dump() << "\n";
   return 0;
 }

@@ -22,7 +22,7 @@ for _ in $(seq 1 600); do  # up to 2 minutes to load the world
   kill -0 "$server" 2>/dev/null || { echo "run.sh: tpserve serve exited" >&2; exit 1; }
   sleep 0.2
 done
-question="${1:-What is the capital of France?}"
+question="${1:-What is the capital of France? Answer in one sentence.}"
 echo "user> $question"
 echo -n "assistant> "
 "${cli[@]}" generate --chat_template --temperature 0 --max_tokens 128 "$question"
