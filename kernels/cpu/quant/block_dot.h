@@ -74,22 +74,28 @@ void Tile32(const uint8_t* w, int64_t w_stride, const Q8Block* x, int64_t x_stri
   }
   for (int64_t b = 0; b < nb; ++b) {
     __m256i wq[NR];
-    float wd[NR], wm[NR];
+    __m256 wd[NR];
+    float wm[NR];
 #pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) {
       _mm_prefetch(
           reinterpret_cast<const char*>(w + j * w_stride + b * Block::kBytes) + kPrefetchBytes,
           _MM_HINT_T0);
-      Block::Load(w + j * w_stride + b * Block::kBytes, &wq[j], &wd[j], &wm[j]);
+      float d;
+      Block::Load(w + j * w_stride + b * Block::kBytes, &wq[j], &d, &wm[j]);
+      wd[j] = _mm256_set1_ps(d);
     }
 #pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) {
       const Q8Block& xb = x[i * x_stride + b];
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q));
+      const __m256 dx = _mm256_set1_ps(xb.d);
 #pragma GCC unroll 4
       for (int j = 0; j < NR; ++j) {
         const __m256i isum = Block::kSigned ? DotS8S8(wq[j], xq) : DotU8S8(wq[j], xq);
-        acc[i][j] = ScaleAdd(isum, wd[j], xb.d, acc[i][j]);
+        // float(isum) * (dw * dx) on 8 lanes: the product of two broadcasts is the scalar
+        // product in every lane.
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(wd[j], dx), acc[i][j]);
         if constexpr (Block::kOffset) off[i][j] += wm[j] * xb.ds;
       }
     }
