@@ -54,6 +54,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const model::Weight
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> m,
                    Begin(weights.config(), plan, backend, comm, options));
   RETURN_IF_ERROR(m->LoadWeights(weights));
+  weights.ReleaseResidentPages();  // the weights are the backend's now
   RETURN_IF_ERROR(m->Finish());
   return m;
 }

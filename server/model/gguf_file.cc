@@ -474,3 +474,11 @@ absl::Span<const uint8_t> GgufFile::TensorData(const GgufTensorInfo& info) const
 }
 
 }  // namespace tpserve::model
+
+namespace tpserve::model {
+
+void GgufFile::ReleaseResidentPages() const {
+  if (mapping_ != nullptr) ::madvise(mapping_, size_, MADV_DONTNEED);
+}
+
+}  // namespace tpserve::model

@@ -97,6 +97,10 @@ class GgufFile {
   const GgufTensorInfo* FindTensor(std::string_view name) const;
   // The tensor's bytes inside the mapping (valid as long as this object).
   absl::Span<const uint8_t> TensorData(const GgufTensorInfo& info) const;
+  // Drops the mapped file's pages from this process's resident memory (they stay in the page
+  // cache; a later read faults them back in): once a model's weights are copied out, the
+  // mapping should not count twice. No-op for FromBytes copies.
+  void ReleaseResidentPages() const;
 
  private:
   GgufFile() = default;

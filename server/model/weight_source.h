@@ -70,6 +70,10 @@ class WeightSource {
   virtual absl::Status ReadBlocks(std::string_view name, int64_t row_begin, int64_t row_end,
                                   int64_t col_begin, int64_t col_end, uint8_t* out) const;
 
+  // Drops the source's file pages from resident memory once its weights are loaded (they
+  // are read again, from the page cache, by a later load). Default: nothing to drop.
+  virtual void ReleaseResidentPages() const {}
+
   // out: [row_end - row_begin, cols] row-major f32.
   absl::Status ReadRows(std::string_view name, int64_t row_begin, int64_t row_end,
                         float* out) const;

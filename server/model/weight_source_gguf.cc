@@ -83,6 +83,8 @@ class GgufWeightSource : public WeightSource {
     return absl::OkStatus();
   }
 
+  void ReleaseResidentPages() const override { file_->ReleaseResidentPages(); }
+
   absl::StatusOr<GgmlTypeInfo> StoredType(std::string_view name) const override {
     ASSIGN_OR_RETURN(const GgufTensorInfo* t, Lookup(name));
     return t->type;
