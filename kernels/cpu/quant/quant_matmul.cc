@@ -1,5 +1,7 @@
 #include "kernels/cpu/quant/quant_matmul.h"
 
+#include <cpuid.h>
+
 #include <algorithm>
 
 #include "glog/logging.h"
@@ -74,8 +76,9 @@ const FormatKernels& FormatKernelsFor(WeightFormat format) {
 bool CpuSupportsQuantKernels() {
   static const bool supported = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   }();
   return supported;
 }
