@@ -122,6 +122,17 @@ std::vector<int32_t> Blocks(int s) {
   return b;
 }
 
+// max |have - want| over logit row `row` (of `vocab` columns), relative to max |want| there.
+double RelativeRowDifference(const std::vector<float>& have, const std::vector<float>& want,
+                             size_t row, int64_t vocab) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    diff = std::max(diff, std::fabs(double{have[row * vocab + i]} - want[row * vocab + i]));
+    scale = std::max(scale, std::fabs(double{want[row * vocab + i]}));
+  }
+  return diff / scale;
+}
+
 enum class Comm { kShm, kGloo };
 // Exact: every weight dequantised to f32 at load (--dequantize); packed: the file's blocks.
 enum class Weights { kExact, kPacked };
@@ -351,14 +362,10 @@ class TensorParallelTest : public ::testing::Test {
         const std::vector<float>& have = got[r].step_logits[s];
         ASSERT_EQ(have.size(), want.size()) << "step " << s;
         for (size_t row = 0; row < want.size() / vocab; ++row) {
-          double diff = 0, scale = 0;
-          for (int64_t i = 0; i < vocab; ++i) {
-            diff = std::max(diff, std::fabs(double{have[row * vocab + i]} - want[row * vocab + i]));
-            scale = std::max(scale, std::fabs(double{want[row * vocab + i]}));
-          }
-          worst = std::max(worst, diff / scale);
-          EXPECT_LE(diff / scale, 1e-4)
-              << "world " << world << ", rank " << r << ", step " << s << ", row " << row;
+          const double rel = RelativeRowDifference(have, want, row, vocab);
+          worst = std::max(worst, rel);
+          EXPECT_LE(rel, 1e-4) << "world " << world << ", rank " << r << ", step " << s << ", row "
+                               << row;
         }
       }
       std::printf("world of %d, rank %d: worst relative logit difference %.2e\n", world, r, worst);
@@ -391,13 +398,9 @@ class TensorParallelTest : public ::testing::Test {
       const std::vector<float>& have = got[0].step_logits[s];
       ASSERT_EQ(have.size(), want.size()) << "step " << s;
       for (size_t row = 0; row < want.size() / vocab; ++row) {
-        double diff = 0, scale = 0;
-        for (int64_t i = 0; i < vocab; ++i) {
-          diff = std::max(diff, std::fabs(double{have[row * vocab + i]} - want[row * vocab + i]));
-          scale = std::max(scale, std::fabs(double{want[row * vocab + i]}));
-        }
-        worst = std::max(worst, diff / scale);
-        EXPECT_LE(diff / scale, kPackedLogitTolerance) << "world " << world << ", step " << s;
+        const double rel = RelativeRowDifference(have, want, row, vocab);
+        worst = std::max(worst, rel);
+        EXPECT_LE(rel, kPackedLogitTolerance) << "world " << world << ", step " << s;
       }
     }
     int identical = 0, near_ties = 0;

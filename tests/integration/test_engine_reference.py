@@ -43,28 +43,35 @@ def _probe(binary, model, args, lines):
     return out.stdout
 
 
-def test_logits_match_reference_at_every_position(binary, smollm_gguf, reference, prompt_ids,
-                                                  tmp_path):
+def _relative_logit_errors(binary, smollm_gguf, reference, prompt_ids, tmp_path, weights):
+    """(prompt name, [T] max|got - want| / max|want| per position) for every prompt."""
     names = list(prompt_ids)
-    path = tmp_path / "logits.f32"
-    _probe(binary, smollm_gguf, ["logits", str(path), "2", "exact"],
+    path = tmp_path / f"logits-{weights}.f32"
+    _probe(binary, smollm_gguf, ["logits", str(path), "2", weights],
            [prompt_ids[n] for n in names])
     vocab = reference.cfg.vocab_size
     got_all = np.fromfile(path, dtype=np.float32)
     offset = 0
-    worst = (0.0, None)
     for name in names:
         ids = prompt_ids[name]
         got = got_all[offset:offset + len(ids) * vocab].reshape(len(ids), vocab)
         offset += len(ids) * vocab
         want = reference.forward(ids)
-        scale = np.abs(want).max(axis=1)                   # [T] max|logit| per position
-        rel = np.abs(got - want).max(axis=1) / scale       # [T]
+        yield name, np.abs(got - want).max(axis=1) / np.abs(want).max(axis=1)
+    assert offset == got_all.size
+
+
+def test_logits_match_reference_at_every_position(binary, smollm_gguf, reference, prompt_ids,
+                                                  tmp_path):
+    worst = (0.0, None)
+    positions = 0
+    for name, rel in _relative_logit_errors(binary, smollm_gguf, reference, prompt_ids, tmp_path,
+                                            "exact"):
+        positions += rel.size
         if rel.max() > worst[0]:
             worst = (float(rel.max()), f"{name} position {int(rel.argmax())}")
         assert rel.max() <= 1e-3, f"{name}: position {int(rel.argmax())} off by {rel.max():.2e}"
-    assert offset == got_all.size
-    print(f"\n{len(names)} prompts, {offset // vocab} positions; worst relative error "
+    print(f"\n{len(prompt_ids)} prompts, {positions} positions; worst relative error "
           f"{worst[0]:.2e} at {worst[1]}")
 
 
@@ -125,19 +132,9 @@ PACKED_CLEAR_MARGIN = 0.02     # of max|logit|: a reference margin above this is
 
 
 def test_packed_logits_close_to_reference(binary, smollm_gguf, reference, prompt_ids, tmp_path):
-    names = list(prompt_ids)
-    path = tmp_path / "logits.f32"
-    _probe(binary, smollm_gguf, ["logits", str(path), "2", "packed"],
-           [prompt_ids[n] for n in names])
-    vocab = reference.cfg.vocab_size
-    got_all = np.fromfile(path, dtype=np.float32)
-    offset, rels = 0, []
-    for name in names:
-        ids = prompt_ids[name]
-        got = got_all[offset:offset + len(ids) * vocab].reshape(len(ids), vocab)
-        offset += len(ids) * vocab
-        want = reference.forward(ids)
-        rel = np.abs(got - want).max(axis=1) / np.abs(want).max(axis=1)   # [T]
+    rels = []
+    for name, rel in _relative_logit_errors(binary, smollm_gguf, reference, prompt_ids, tmp_path,
+                                            "packed"):
         rels.extend(rel.tolist())
         assert rel.max() <= PACKED_LOGIT_TOLERANCE, \
             f"{name}: position {int(rel.argmax())} off by {rel.max():.2e}"
