@@ -27,18 +27,6 @@ namespace {
 float* F32(const Tensor& t) { return static_cast<float*>(t.data); }
 __nv_bfloat16* Bf16(const Tensor& t) { return static_cast<__nv_bfloat16*>(t.data); }
 
-const char* DTypeName(DType t) {
-  switch (t) {
-    case DType::kF32:
-      return "f32";
-    case DType::kF16:
-      return "f16";
-    case DType::kBF16:
-      return "bf16";
-  }
-  return "?";
-}
-
 absl::Status ExpectDType(const char* what, const Tensor& t, DType want) {
   if (t.dtype == want) return absl::OkStatus();
   return absl::InternalError(
