@@ -61,6 +61,20 @@ def _relative_logit_errors(binary, smollm_gguf, reference, prompt_ids, tmp_path,
     assert offset == got_all.size
 
 
+def _greedy_partings(binary, smollm_gguf, reference, prompt_ids, weights):
+    """(prompt name, tpserve's ids, the reference's GreedyResult, the first step where they
+    part or None) for every prompt: greedy GREEDY_TOKENS-token continuations of both."""
+    names = list(prompt_ids)
+    lines = _probe(binary, smollm_gguf, ["greedy", str(GREEDY_TOKENS), "2", weights],
+                   [prompt_ids[n] for n in names]).splitlines()
+    got = [json.loads(l) for l in lines]
+    want = reference.greedy_batch([prompt_ids[n] for n in names], GREEDY_TOKENS)
+    for name, g, w in zip(names, got, want):
+        step = None if g == w.ids else next(
+            i for i, (a, b) in enumerate(zip(g + [None], w.ids + [None])) if a != b)
+        yield name, g, w, step
+
+
 def test_logits_match_reference_at_every_position(binary, smollm_gguf, reference, prompt_ids,
                                                   tmp_path):
     worst = (0.0, None)
@@ -77,17 +91,13 @@ def test_logits_match_reference_at_every_position(binary, smollm_gguf, reference
 
 def test_greedy_continuations_match_reference(binary, smollm_gguf, reference, prompt_ids):
     names = list(prompt_ids)
-    lines = _probe(binary, smollm_gguf, ["greedy", str(GREEDY_TOKENS), "2", "exact"],
-                   [prompt_ids[n] for n in names]).splitlines()
-    got = [json.loads(l) for l in lines]
-    want = reference.greedy_batch([prompt_ids[n] for n in names], GREEDY_TOKENS)
     identical = 0
     unexplained = []
-    for name, g, w in zip(names, got, want):
-        if g == w.ids:
+    for name, g, w, step in _greedy_partings(binary, smollm_gguf, reference, prompt_ids,
+                                             "exact"):
+        if step is None:
             identical += 1
             continue
-        step = next(i for i, (a, b) in enumerate(zip(g + [None], w.ids + [None])) if a != b)
         margin, scale = w.margins[step], w.max_abs[step]
         near_tie = margin < 2e-3 * scale
         print(f"\n{name}: diverges at step {step}: tpserve {g[step:step + 1]} reference "
@@ -147,16 +157,12 @@ def test_packed_logits_close_to_reference(binary, smollm_gguf, reference, prompt
 def test_packed_greedy_parts_from_reference_only_at_close_calls(binary, smollm_gguf, reference,
                                                                 prompt_ids):
     names = list(prompt_ids)
-    lines = _probe(binary, smollm_gguf, ["greedy", str(GREEDY_TOKENS), "2", "packed"],
-                   [prompt_ids[n] for n in names]).splitlines()
-    got = [json.loads(l) for l in lines]
-    want = reference.greedy_batch([prompt_ids[n] for n in names], GREEDY_TOKENS)
     identical, clear = 0, []
-    for name, g, w in zip(names, got, want):
-        if g == w.ids:
+    for name, _, w, step in _greedy_partings(binary, smollm_gguf, reference, prompt_ids,
+                                             "packed"):
+        if step is None:
             identical += 1
             continue
-        step = next(i for i, (a, b) in enumerate(zip(g + [None], w.ids + [None])) if a != b)
         margin, scale = w.margins[step], w.max_abs[step]
         print(f"\n{name}: parts at step {step} (reference top-2 margin {margin / scale:.1e} "
               f"of max|logit|)")
