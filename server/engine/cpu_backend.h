@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention.h"
-#include "kernels/cpu/quant/q8_activations.h"
+#include "kernels/cpu/quant/quant_matmul.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/thread_pool.h"
 #include "server/engine/backend.h"
@@ -65,7 +65,7 @@ class CpuBackend final : public Backend {
   std::vector<StepSequence> sequences_;  // block tables of the step (tokens unused)
   std::vector<int64_t> seq_offsets_;     // first row of each sequence
   std::vector<float> k_scratch_, v_scratch_, q_scratch_;  // [m, n_kv*hd], [m, n_q*hd]
-  std::vector<kernels::cpu::Q8Block> q8_scratch_;         // Matmul's quantised x [m, k / 32]
+  kernels::cpu::QuantScratch q8_scratch_;                 // Matmul's quantised x
 };
 
 }  // namespace tpserve::engine

@@ -78,9 +78,9 @@ def generated_total(server):
     raise AssertionError("tpserve_generated_tokens_total missing")
 
 
-# Asked plainly ("What is the capital of France?"), SmolLM2-135M Q4_1 answers "L'Étoile, la
-# Cité, ..." on the fast path, exactly as llama.cpp does on this file (the first token is a
-# near-tie); asked for a sentence, it names Paris.
+# Asked plainly ("What is the capital of France?"), SmolLM2-135M Q4_1 answers "L'Étoile, ..."
+# on the fast path, as llama.cpp does on this file (the first token is a near-tie); asked for a
+# sentence, it names Paris.
 QUESTION = "What is the capital of France? Answer in one sentence."
 
 

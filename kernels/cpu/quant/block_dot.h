@@ -1,8 +1,8 @@
 // File: kernels/cpu/quant/block_dot.h
 //
-// AVX2 building blocks of the integer formats' tiles (formats.h): exact int8 dot products of
-// 32-value blocks, and Tile32, the tile of the formats with 32-value blocks (Q8_0, Q4_0,
-// Q4_1) parameterised by how one block unpacks. Header-only (inline); thread-safe. Included
+// AVX2 building blocks of the integer formats' tiles (tile32.h, block_dot_k.h): exact int8 dot
+// products of 32-value blocks, nibble unpacking, and the dispatch of runtime tile shapes to
+// template instantiations. Header-only (inline); thread-safe. Included
 // only by the kernels' own .cc files, compiled with -mavx2 -mfma -mf16c -ffp-contract=off.
 #ifndef TPSERVE_KERNELS_CPU_QUANT_BLOCK_DOT_H_
 #define TPSERVE_KERNELS_CPU_QUANT_BLOCK_DOT_H_
@@ -53,60 +53,6 @@ inline __m256 ScaleAdd(__m256i isum, float dw, float dx, __m256 acc) {
 // hardware prefetcher alone does not run far enough ahead of.
 inline constexpr int64_t kPrefetchBytes = 256;
 
-// A format with 32-value blocks, unpacked by Block::Load(block bytes, &q, &d, &m) into 32
-// bytes q, scale d and offset m such that value l = d * q[l] + m; Block::kSigned tells
-// whether q is signed. kOffset says whether m can be non-zero. Per output:
-//   y = HorizontalSum(sum over blocks of float(q . xq) * (d * dx))  +  sum over blocks of m * ds
-// both sums in block order.
-template <class Block, int MR, int NR>
-void Tile32(const uint8_t* w, int64_t w_stride, const Q8Block* x, int64_t x_stride, int64_t k,
-            float* y, int64_t ldy) {
-  const int64_t nb = k / 32;
-  __m256 acc[MR][NR];
-  float off[MR][NR];
-#pragma GCC unroll 4
-  for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 4
-    for (int j = 0; j < NR; ++j) {
-      acc[i][j] = _mm256_setzero_ps();
-      off[i][j] = 0.0f;
-    }
-  }
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i wq[NR];
-    __m256 wd[NR];
-    float wm[NR];
-#pragma GCC unroll 4
-    for (int j = 0; j < NR; ++j) {
-      _mm_prefetch(
-          reinterpret_cast<const char*>(w + j * w_stride + b * Block::kBytes) + kPrefetchBytes,
-          _MM_HINT_T0);
-      float d;
-      Block::Load(w + j * w_stride + b * Block::kBytes, &wq[j], &d, &wm[j]);
-      wd[j] = _mm256_set1_ps(d);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) {
-      const Q8Block& xb = x[i * x_stride + b];
-      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q));
-      const __m256 dx = _mm256_set1_ps(xb.d);
-#pragma GCC unroll 4
-      for (int j = 0; j < NR; ++j) {
-        const __m256i isum = Block::kSigned ? DotS8S8(wq[j], xq) : DotU8S8(wq[j], xq);
-        // float(isum) * (dw * dx) on 8 lanes: the product of two broadcasts is the scalar
-        // product in every lane.
-        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(wd[j], dx), acc[i][j]);
-        if constexpr (Block::kOffset) off[i][j] += wm[j] * xb.ds;
-      }
-    }
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 4
-    for (int j = 0; j < NR; ++j) y[i * ldy + j] = HorizontalSum(acc[i][j]) + off[i][j];
-  }
-}
-
 // Runtime mr, nr (1..4) -> the Tile template instantiation; `Tile` is a template
 // <int MR, int NR> struct with a static Run(args...).
 template <template <int, int> class Tile, class... Args>
@@ -134,22 +80,6 @@ void DispatchTile(int mr, int nr, Args... args) {
   }
 #undef TPSERVE_TILE_ROW
 }
-
-// The QuantTileFn of a 32-value-block format.
-template <class Block>
-struct Tile32Of {
-  template <int MR, int NR>
-  struct At {
-    static void Run(const uint8_t* w, int64_t w_stride, const Q8Block* x, int64_t x_stride,
-                    int64_t k, float* y, int64_t ldy) {
-      Tile32<Block, MR, NR>(w, w_stride, x, x_stride, k, y, ldy);
-    }
-  };
-  static void Run(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x, int64_t x_stride,
-                  int mr, int64_t k, float* y, int64_t ldy) {
-    DispatchTile<At>(mr, nr, w, w_stride, x, x_stride, k, y, ldy);
-  }
-};
 
 }  // namespace tpserve::kernels::cpu
 

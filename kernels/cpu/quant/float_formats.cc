@@ -120,11 +120,29 @@ struct HalfTileOf {
 
 }  // namespace
 
-const FormatKernels kF32Kernels = {WeightFormat::kF32, "F32",   1,      4,
-                                   DequantizeF32,      nullptr, nullptr};
-const FormatKernels kF16Kernels = {WeightFormat::kF16,        "F16", 1, 2, DequantizeF16, nullptr,
-                                   HalfTileOf<F16Values>::Run};
-const FormatKernels kBF16Kernels = {
-    WeightFormat::kBF16, "BF16", 1, 2, DequantizeBF16, nullptr, HalfTileOf<Bf16Values>::Run};
+const FormatKernels kF32Kernels = {.format = WeightFormat::kF32,
+                                   .name = "F32",
+                                   .block_values = 1,
+                                   .block_bytes = 4,
+                                   .dequantize = DequantizeF32,
+                                   .tiles32 = nullptr,
+                                   .quant_tile = nullptr,
+                                   .float_tile = nullptr};
+const FormatKernels kF16Kernels = {.format = WeightFormat::kF16,
+                                   .name = "F16",
+                                   .block_values = 1,
+                                   .block_bytes = 2,
+                                   .dequantize = DequantizeF16,
+                                   .tiles32 = nullptr,
+                                   .quant_tile = nullptr,
+                                   .float_tile = HalfTileOf<F16Values>::Run};
+const FormatKernels kBF16Kernels = {.format = WeightFormat::kBF16,
+                                    .name = "BF16",
+                                    .block_values = 1,
+                                    .block_bytes = 2,
+                                    .dequantize = DequantizeBF16,
+                                    .tiles32 = nullptr,
+                                    .quant_tile = nullptr,
+                                    .float_tile = HalfTileOf<Bf16Values>::Run};
 
 }  // namespace tpserve::kernels::cpu

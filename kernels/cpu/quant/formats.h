@@ -8,13 +8,12 @@
 // A weight matrix [n, k] of a format is n rows of k / block_values blocks each, row-major,
 // RowBytes(format, k) bytes per row: exactly the bytes of a GGUF tensor (or a row range of it).
 //
-// Tiles. A tile computes y[i, j] = dot(x row i, w row j) for i < mr, j < nr (1 <= mr, nr <= 4).
-// Integer formats take x quantised per row to Q8Blocks (q8_activations.h); float formats take
-// x as f32. Batch invariance: each y[i, j] goes through the same sequence of float operations
-// whatever mr, nr, the thread split or the rest of the batch (per 32-value block: an exact
-// integer dot product, converted, scaled and added into one 8-lane accumulator in block order;
-// then HorizontalSum; then the block-order sum of the format's offset term). So row i of an
-// m-row product equals an m = 1 product of that row, bit for bit.
+// Tiles. Integer formats take x quantised per row to Q8 blocks (q8_activations.h); float
+// formats take x as f32. A tile computes y[i, j] = dot(x row i, w row j) over a few rows of x
+// and of w. Batch invariance: each y[i, j] goes through the same sequence of float operations
+// whatever the tile, the thread split, the instruction set or the rest of the batch (tile32.h
+// and block_dot_k.h say which), so row i of an m-row product equals an m = 1 product of that
+// row, bit for bit.
 //
 // Stateless; thread-safe.
 #ifndef TPSERVE_KERNELS_CPU_QUANT_FORMATS_H_
@@ -34,7 +33,28 @@ enum class WeightFormat : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ4_
 // exactly as ggml's reference dequantisation rounds. No checks.
 using DequantizeFn = void (*)(const uint8_t* src, int64_t n_blocks, float* dst);
 
-// y[i * ldy + j] = dot(x row i, w row j) for i < mr, j < nr.
+// The instruction sets the integer tiles are built for, best last.
+enum class QuantIsa : uint8_t { kAvx2 = 0, kAvx512Vnni = 1 };
+inline constexpr int kQuantIsaCount = 2;
+
+// Tiles of the formats with 32-value blocks (tile32.h), per instruction set:
+//   rows8: y[r * ldy + j] = dot(x row r, w row j), r < mr (<= 8), j < nr (<= kRows8Width);
+//          x: kb blocks of 8 interleaved rows;
+//   cols8: y[j] = dot(x, w row j), j < nr (<= 8); x: one row of kb blocks.
+//   w: nr rows of `w_stride` bytes.
+using Rows8TileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x, int mr,
+                             int64_t kb, float* y, int64_t ldy);
+using Cols8TileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x,
+                             int64_t kb, float* y);
+struct Tiles32 {
+  struct Isa {
+    Rows8TileFn rows8;
+    Cols8TileFn cols8;
+  };
+  Isa isa[kQuantIsaCount];  // indexed by QuantIsa
+};
+
+// The K-quants' tile (block_dot_k.h): y[i * ldy + j] = dot(x row i, w row j), i < mr, j < nr.
 //   w: nr rows of `w_stride` bytes (k / block_values blocks each);
 //   x: mr rows of Q8Blocks, `x_stride` blocks apart, k / 32 blocks each.
 using QuantTileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x,
@@ -49,7 +69,8 @@ struct FormatKernels {
   int64_t block_values;  // 1 for F32/F16/BF16, 32 for Q*_0/Q4_1, 256 for K-quants
   int64_t block_bytes;
   DequantizeFn dequantize;
-  QuantTileFn quant_tile;  // integer formats (x as Q8Blocks), else null
+  const Tiles32* tiles32;  // Q8_0, Q4_0, Q4_1, else null
+  QuantTileFn quant_tile;  // K-quants, else null
   FloatTileFn float_tile;  // float formats other than F32 (x as f32), else null
 };
 

@@ -2,6 +2,7 @@
 // Value j = ((qs[j] & 0xF) - 8) * d for j < 16 and ((qs[j - 16] >> 4) - 8) * d above.
 #include "kernels/cpu/quant/block_dot.h"
 #include "kernels/cpu/quant/formats.h"
+#include "kernels/cpu/quant/tile32.h"
 
 namespace tpserve::kernels::cpu {
 namespace {
@@ -23,16 +24,22 @@ struct Q4_0Block {
   static constexpr int kBytes = 18;
   static constexpr bool kSigned = false;
   static constexpr bool kOffset = true;
-  static void Load(const uint8_t* blk, __m256i* q, float* d, float* m) {
-    *d = LoadF16Fast(blk);
-    *m = -8.0f * *d;
-    *q = UnpackNibbles(blk + 2);
+  static __m256i Quants(const uint8_t* blk) { return UnpackNibbles(blk + 2); }
+  static void Scales(__m256i raw, __m256* d, __m256* m) {
+    *d = LowHalvesToFloat(raw);
+    *m = _mm256_mul_ps(_mm256_set1_ps(-8.0f), *d);
   }
 };
 
 }  // namespace
 
-const FormatKernels kQ4_0Kernels = {WeightFormat::kQ4_0,      "Q4_0", 32, 18, DequantizeQ4_0,
-                                    Tile32Of<Q4_0Block>::Run, nullptr};
+const FormatKernels kQ4_0Kernels = {.format = WeightFormat::kQ4_0,
+                                    .name = "Q4_0",
+                                    .block_values = 32,
+                                    .block_bytes = 18,
+                                    .dequantize = DequantizeQ4_0,
+                                    .tiles32 = &Tile32Of<Q4_0Block>::kTiles,
+                                    .quant_tile = nullptr,
+                                    .float_tile = nullptr};
 
 }  // namespace tpserve::kernels::cpu

@@ -2,6 +2,7 @@
 // Value j = (qs[j] & 0xF) * d + m for j < 16 and (qs[j - 16] >> 4) * d + m above.
 #include "kernels/cpu/quant/block_dot.h"
 #include "kernels/cpu/quant/formats.h"
+#include "kernels/cpu/quant/tile32.h"
 
 namespace tpserve::kernels::cpu {
 namespace {
@@ -23,16 +24,22 @@ struct Q4_1Block {
   static constexpr int kBytes = 20;
   static constexpr bool kSigned = false;
   static constexpr bool kOffset = true;
-  static void Load(const uint8_t* blk, __m256i* q, float* d, float* m) {
-    *d = LoadF16Fast(blk);
-    *m = LoadF16Fast(blk + 2);
-    *q = UnpackNibbles(blk + 4);
+  static __m256i Quants(const uint8_t* blk) { return UnpackNibbles(blk + 4); }
+  static void Scales(__m256i raw, __m256* d, __m256* m) {
+    *d = LowHalvesToFloat(raw);
+    *m = HighHalvesToFloat(raw);
   }
 };
 
 }  // namespace
 
-const FormatKernels kQ4_1Kernels = {WeightFormat::kQ4_1,      "Q4_1", 32, 20, DequantizeQ4_1,
-                                    Tile32Of<Q4_1Block>::Run, nullptr};
+const FormatKernels kQ4_1Kernels = {.format = WeightFormat::kQ4_1,
+                                    .name = "Q4_1",
+                                    .block_values = 32,
+                                    .block_bytes = 20,
+                                    .dequantize = DequantizeQ4_1,
+                                    .tiles32 = &Tile32Of<Q4_1Block>::kTiles,
+                                    .quant_tile = nullptr,
+                                    .float_tile = nullptr};
 
 }  // namespace tpserve::kernels::cpu

@@ -54,7 +54,13 @@ struct Q4_KFormat {
 
 }  // namespace
 
-const FormatKernels kQ4_KKernels = {WeightFormat::kQ4_K,      "Q4_K", 256, 144, DequantizeQ4_K,
-                                    TileKOf<Q4_KFormat>::Run, nullptr};
+const FormatKernels kQ4_KKernels = {.format = WeightFormat::kQ4_K,
+                                    .name = "Q4_K",
+                                    .block_values = 256,
+                                    .block_bytes = 144,
+                                    .dequantize = DequantizeQ4_K,
+                                    .tiles32 = nullptr,
+                                    .quant_tile = TileKOf<Q4_KFormat>::Run,
+                                    .float_tile = nullptr};
 
 }  // namespace tpserve::kernels::cpu

@@ -70,7 +70,13 @@ struct Q5_KFormat {
 
 }  // namespace
 
-const FormatKernels kQ5_KKernels = {WeightFormat::kQ5_K,      "Q5_K", 256, 176, DequantizeQ5_K,
-                                    TileKOf<Q5_KFormat>::Run, nullptr};
+const FormatKernels kQ5_KKernels = {.format = WeightFormat::kQ5_K,
+                                    .name = "Q5_K",
+                                    .block_values = 256,
+                                    .block_bytes = 176,
+                                    .dequantize = DequantizeQ5_K,
+                                    .tiles32 = nullptr,
+                                    .quant_tile = TileKOf<Q5_KFormat>::Run,
+                                    .float_tile = nullptr};
 
 }  // namespace tpserve::kernels::cpu

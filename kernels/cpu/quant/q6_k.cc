@@ -99,7 +99,13 @@ struct Q6_KFormat {
 
 }  // namespace
 
-const FormatKernels kQ6_KKernels = {WeightFormat::kQ6_K,      "Q6_K", 256, 210, DequantizeQ6_K,
-                                    TileKOf<Q6_KFormat>::Run, nullptr};
+const FormatKernels kQ6_KKernels = {.format = WeightFormat::kQ6_K,
+                                    .name = "Q6_K",
+                                    .block_values = 256,
+                                    .block_bytes = 210,
+                                    .dequantize = DequantizeQ6_K,
+                                    .tiles32 = nullptr,
+                                    .quant_tile = TileKOf<Q6_KFormat>::Run,
+                                    .float_tile = nullptr};
 
 }  // namespace tpserve::kernels::cpu

@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/quant/block_dot.h"
 #include "kernels/cpu/quant/formats.h"
+#include "kernels/cpu/quant/tile32.h"
 
 namespace tpserve::kernels::cpu {
 namespace {
@@ -21,10 +22,12 @@ struct Q8_0Block {
   static constexpr int kBytes = 34;
   static constexpr bool kSigned = true;
   static constexpr bool kOffset = false;
-  static void Load(const uint8_t* blk, __m256i* q, float* d, float* m) {
-    *d = LoadF16Fast(blk);
-    *m = 0.0f;
-    *q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+  static __m256i Quants(const uint8_t* blk) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+  }
+  static void Scales(__m256i raw, __m256* d, __m256* m) {
+    *d = LowHalvesToFloat(raw);
+    *m = _mm256_setzero_ps();
   }
 };
 
@@ -44,7 +47,13 @@ void QuantizeQ8_0(const float* src, int64_t n_blocks, uint8_t* dst) {
   }
 }
 
-const FormatKernels kQ8_0Kernels = {WeightFormat::kQ8_0,      "Q8_0", 32, 34, DequantizeQ8_0,
-                                    Tile32Of<Q8_0Block>::Run, nullptr};
+const FormatKernels kQ8_0Kernels = {.format = WeightFormat::kQ8_0,
+                                    .name = "Q8_0",
+                                    .block_values = 32,
+                                    .block_bytes = 34,
+                                    .dequantize = DequantizeQ8_0,
+                                    .tiles32 = &Tile32Of<Q8_0Block>::kTiles,
+                                    .quant_tile = nullptr,
+                                    .float_tile = nullptr};
 
 }  // namespace tpserve::kernels::cpu

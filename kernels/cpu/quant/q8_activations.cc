@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "kernels/cpu/vec_math.h"
 
 namespace tpserve::kernels::cpu {
@@ -41,6 +43,21 @@ void QuantizeRowsQ8(const float* x, int64_t m, int64_t k, Q8Block* out) {
     const int32_t total = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
     blk.d = d;
     blk.ds = d * static_cast<float>(total);
+  }
+}
+
+void InterleaveRows8(const Q8Block* rows, int64_t kb, Q8Block8* out) {
+  for (int64_t b = 0; b < kb; ++b) {
+    Q8Block8& o = out[b];
+    for (int r = 0; r < 8; ++r) {
+      const Q8Block& in = rows[r * kb + b];
+      o.d[r] = in.d;
+      o.ds[r] = in.ds;
+      int32_t sum = 0;
+      for (int l = 0; l < 32; ++l) sum += in.q[l];
+      o.qsum[r] = sum;
+      for (int g = 0; g < 8; ++g) std::memcpy(o.q + 32 * g + 4 * r, in.q + 4 * g, 4);
+    }
   }
 }
 

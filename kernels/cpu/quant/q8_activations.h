@@ -21,9 +21,22 @@ struct Q8Block {
 };
 static_assert(sizeof(Q8Block) == 40);
 
+// Block b of 8 rows of Q8Blocks, interleaved for the batched tiles (tile32.h): the 32 quants
+// of each row as 8 groups of 4 bytes, group g of rows 0..7 side by side.
+struct alignas(32) Q8Block8 {
+  float d[8];        // row r's d
+  float ds[8];       // row r's ds
+  int32_t qsum[8];   // row r's sum of quants
+  int8_t q[8 * 32];  // q[32 * g + 4 * r + t] = row r's quant 4 * g + t
+};
+static_assert(sizeof(Q8Block8) == 352);
+
 // Quantises x: [m, k] f32 (row stride k; k a multiple of 32) into out: [m, k / 32] blocks.
 // Rounds to nearest, ties to even.
 void QuantizeRowsQ8(const float* x, int64_t m, int64_t k, Q8Block* out);
+
+// Interleaves rows [0, 8) of rows: [8, kb] blocks (row stride kb) into out: [kb].
+void InterleaveRows8(const Q8Block* rows, int64_t kb, Q8Block8* out);
 
 }  // namespace tpserve::kernels::cpu
 

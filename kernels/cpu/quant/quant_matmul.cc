@@ -6,6 +6,7 @@
 
 #include "glog/logging.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant/tile32.h"
 
 namespace tpserve::kernels::cpu {
 namespace {
@@ -14,18 +15,24 @@ namespace {
 constexpr int64_t kRowUnit = 8;
 // Target bytes of weights per column block, kept in L2 while all row tiles of x sweep it.
 constexpr int64_t kColumnBlockBytes = 128 * 1024;
-// Rows quantised per unit when the quantisation is split across threads.
-constexpr int64_t kQuantRowUnit = 4;
+// Rows quantised per unit when the quantisation is split across threads: one interleaved group.
+constexpr int64_t kQuantRowUnit = 8;
 
-// Tile width for a tile of mr rows of x: a lone row (decode) takes 4 weight rows at a time;
-// taller tiles keep mr * nr accumulators and nr unpacked weight blocks in 16 registers.
+// Tile width for a tile of mr rows of x (the K-quants' and float formats' tiles): a lone row
+// (decode) takes 1 weight row at a time; taller tiles keep mr * nr accumulators and nr unpacked
+// weight blocks in 16 registers.
 int TileWidth(int64_t mr) { return mr == 1 ? 1 : 2; }
+
+// Weight rows per column block of rows of row_bytes.
+int64_t ColumnBlock(int64_t row_bytes) {
+  return std::max<int64_t>(
+      kRowUnit, kColumnBlockBytes / std::max<int64_t>(row_bytes, 1) / kRowUnit * kRowUnit);
+}
 
 // Columns [j0, j1) of y, all m rows, through `tile(w rows, nr, x rows, mr, y)`.
 template <class TileCall>
 void Columns(int64_t m, int64_t row_bytes, int64_t j0, int64_t j1, const TileCall& tile) {
-  const int64_t block = std::max<int64_t>(
-      kRowUnit, kColumnBlockBytes / std::max<int64_t>(row_bytes, 1) / kRowUnit * kRowUnit);
+  const int64_t block = ColumnBlock(row_bytes);
   for (int64_t jb = j0; jb < j1; jb += block) {
     const int64_t je = std::min(j1, jb + block);
     for (int64_t i = 0; i < m; i += 4) {
@@ -73,6 +80,16 @@ const FormatKernels& FormatKernelsFor(WeightFormat format) {
   LOG(FATAL) << "unknown weight format " << static_cast<int>(format);
 }
 
+QuantIsa BestQuantIsa() {
+  static const QuantIsa isa = [] {
+    __builtin_cpu_init();
+    const bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+    return vnni ? QuantIsa::kAvx512Vnni : QuantIsa::kAvx2;
+  }();
+  return isa;
+}
+
 bool CpuSupportsQuantKernels() {
   static const bool supported = [] {
     __builtin_cpu_init();
@@ -84,7 +101,7 @@ bool CpuSupportsQuantKernels() {
 }
 
 void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y, int64_t m,
-                 int64_t n, int64_t k, ThreadPool* pool, std::vector<Q8Block>* scratch) {
+                 int64_t n, int64_t k, ThreadPool* pool, QuantScratch* scratch, QuantIsa isa) {
   CHECK_GE(m, 0);
   CHECK_GE(n, 0);
   CHECK_GE(k, 0);
@@ -108,21 +125,54 @@ void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y
     });
     return;
   }
-  CHECK(f.quant_tile != nullptr) << "no tile for " << f.name;
   CHECK_EQ(k % 32, 0) << f.name << " rows of " << k << " values";
   const int64_t kb = k / 32;
-  scratch->resize(static_cast<size_t>(m * kb));
-  Q8Block* xq = scratch->data();
+  const int64_t groups = f.tiles32 != nullptr ? m / 8 : 0;
+  scratch->rows.resize(static_cast<size_t>(m * kb));
+  scratch->groups.resize(static_cast<size_t>(groups * kb));
+  Q8Block* xq = scratch->rows.data();
+  Q8Block8* xg = scratch->groups.data();
+  auto quantize = [&](int64_t r0, int64_t r1) {
+    QuantizeRowsQ8(x + r0 * k, r1 - r0, k, xq + r0 * kb);
+    for (int64_t g = (r0 + 7) / 8; g < std::min(groups, r1 / 8); ++g) {
+      InterleaveRows8(xq + 8 * g * kb, kb, xg + g * kb);
+    }
+  };
   if (m >= 2 * kQuantRowUnit && pool != nullptr) {
     pool->ParallelFor((m + kQuantRowUnit - 1) / kQuantRowUnit, [&](int64_t begin, int64_t end) {
-      const int64_t r0 = begin * kQuantRowUnit, r1 = std::min(m, end * kQuantRowUnit);
-      QuantizeRowsQ8(x + r0 * k, r1 - r0, k, xq + r0 * kb);
+      quantize(begin * kQuantRowUnit, std::min(m, end * kQuantRowUnit));
     });
   } else {
-    QuantizeRowsQ8(x, m, k, xq);
+    quantize(0, m);
   }
-  columns([&](int64_t j, int nr, int64_t i, int mr) {
-    f.quant_tile(w + j * row_bytes, row_bytes, nr, xq + i * kb, kb, mr, k, y + i * n + j, n);
+  if (f.tiles32 == nullptr) {
+    CHECK(f.quant_tile != nullptr) << "no tile for " << f.name;
+    columns([&](int64_t j, int nr, int64_t i, int mr) {
+      f.quant_tile(w + j * row_bytes, row_bytes, nr, xq + i * kb, kb, mr, k, y + i * n + j, n);
+    });
+    return;
+  }
+  // Groups of 8 rows through rows8, the rows past the last whole group through cols8, each
+  // column block of weights read from memory once while all rows sweep it.
+  const Tiles32::Isa& tiles = f.tiles32->isa[static_cast<int>(isa)];
+  const int64_t block = ColumnBlock(row_bytes);
+  Run(units, pool, [&](int64_t begin, int64_t end) {
+    const int64_t j1 = std::min(n, end * kRowUnit);
+    for (int64_t jb = begin * kRowUnit; jb < j1; jb += block) {
+      const int64_t je = std::min(j1, jb + block);
+      for (int64_t g = 0; g < groups; ++g) {
+        for (int64_t j = jb; j < je; j += kRows8Width) {
+          const int nr = static_cast<int>(std::min<int64_t>(kRows8Width, je - j));
+          tiles.rows8(w + j * row_bytes, row_bytes, nr, xg + g * kb, 8, kb, y + 8 * g * n + j, n);
+        }
+      }
+      for (int64_t i = 8 * groups; i < m; ++i) {
+        for (int64_t j = jb; j < je; j += 8) {
+          const int nr = static_cast<int>(std::min<int64_t>(8, je - j));
+          tiles.cols8(w + j * row_bytes, row_bytes, nr, xq + i * kb, kb, y + i * n + j);
+        }
+      }
+    }
   });
 }
 

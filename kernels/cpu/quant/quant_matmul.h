@@ -21,15 +21,27 @@
 
 namespace tpserve::kernels::cpu {
 
+// The best instruction set for the integer tiles on this machine (AVX-512 with VNNI, else
+// AVX2), checked once.
+QuantIsa BestQuantIsa();
+
+// The caller's buffers for QuantMatmul's quantised activations, reused across calls.
+struct QuantScratch {
+  std::vector<Q8Block> rows;     // [m, k / 32]
+  std::vector<Q8Block8> groups;  // [m / 8, k / 32]: rows 8g .. 8g+7 interleaved
+};
+
 // y = x · wᵀ.
 //   x: [m, k] f32 row-major; k a multiple of the format's block size (and of 32 for the
 //      integer formats)
 //   w: [n, RowBytes(format, k)] bytes
 //   y: [m, n] f32; must not alias x or w
 // scratch holds the quantised activations between calls (resized as needed). pool may be
-// null (runs on the calling thread).
+// null (runs on the calling thread). isa picks the integer tiles (the results are the same
+// bit for bit on every instruction set); it must be one this machine runs.
 void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y, int64_t m,
-                 int64_t n, int64_t k, ThreadPool* pool, std::vector<Q8Block>* scratch);
+                 int64_t n, int64_t k, ThreadPool* pool, QuantScratch* scratch,
+                 QuantIsa isa = BestQuantIsa());
 
 // Whether this machine runs the kernels (AVX2, FMA and F16C), checked once.
 bool CpuSupportsQuantKernels();

@@ -23,7 +23,9 @@ constexpr WeightFormat kFormats[] = {WeightFormat::kF16,  WeightFormat::kBF16, W
                                      WeightFormat::kQ4_0, WeightFormat::kQ4_1, WeightFormat::kQ4_K,
                                      WeightFormat::kQ5_K, WeightFormat::kQ6_K};
 
-bool IsInteger(WeightFormat f) { return FormatKernelsFor(f).quant_tile != nullptr; }
+bool IsInteger(WeightFormat f) {
+  return FormatKernelsFor(f).quant_tile != nullptr || FormatKernelsFor(f).tiles32 != nullptr;
+}
 
 void PutHalf(uint8_t* p, float v) {
   const uint16_t h = _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
@@ -100,7 +102,7 @@ void CheckAgainstReference(WeightFormat format, int64_t m, int64_t n, int64_t k,
   f.dequantize(w.data(), n * k / f.block_values, wf.data());
   const std::vector<float> xe = EffectiveX(format, x, m, k);
   std::vector<float> y(static_cast<size_t>(m * n));
-  std::vector<Q8Block> scratch;
+  QuantScratch scratch;
   QuantMatmul(format, x.data(), w.data(), y.data(), m, n, k, pool, &scratch);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
@@ -159,7 +161,7 @@ TEST_P(QuantMatmulTest, BatchAndThreadInvariant) {
   const std::vector<float> x = RandomVector(m * k, 3);  // [m, k]
   const std::vector<uint8_t> w = RandomRows(format, n, k, 4);
   std::vector<float> batch(m * n);
-  std::vector<Q8Block> scratch;
+  QuantScratch scratch;
   ThreadPool three(3);
   QuantMatmul(format, x.data(), w.data(), batch.data(), m, n, k, &three, &scratch);
   for (int64_t i = 0; i < m; ++i) {
@@ -171,6 +173,27 @@ TEST_P(QuantMatmulTest, BatchAndThreadInvariant) {
   std::vector<float> again(m * n);
   QuantMatmul(format, x.data(), w.data(), again.data(), m, n, k, &two, &scratch);
   EXPECT_TRUE(BitEqual(again.data(), batch.data(), m * n));
+}
+
+// The AVX2 tiles and the AVX-512 VNNI tiles give the same results bit for bit, alone and in
+// batches (whole interleaved groups and the rows past them).
+TEST_P(QuantMatmulTest, InstructionSetsAgree) {
+  const WeightFormat format = GetParam();
+  if (FormatKernelsFor(format).tiles32 == nullptr) GTEST_SKIP() << "one instruction set";
+  if (BestQuantIsa() != QuantIsa::kAvx512Vnni) GTEST_SKIP() << "no AVX-512 VNNI here";
+  const int64_t k = 5 * 32;
+  const int64_t n = 29;
+  ThreadPool two(2);
+  QuantScratch scratch;
+  for (int64_t m : {1, 3, 8, 19}) {
+    const std::vector<float> x = RandomVector(m * k, 5);
+    const std::vector<uint8_t> w = RandomRows(format, n, k, 6);
+    std::vector<float> avx2(m * n), vnni(m * n);
+    QuantMatmul(format, x.data(), w.data(), avx2.data(), m, n, k, &two, &scratch, QuantIsa::kAvx2);
+    QuantMatmul(format, x.data(), w.data(), vnni.data(), m, n, k, &two, &scratch,
+                QuantIsa::kAvx512Vnni);
+    EXPECT_TRUE(BitEqual(avx2.data(), vnni.data(), m * n)) << "m = " << m;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, QuantMatmulTest, ::testing::ValuesIn(kFormats),

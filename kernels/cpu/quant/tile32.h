@@ -1,0 +1,258 @@
+// File: kernels/cpu/quant/tile32.h
+//
+// The tiles of the integer formats with 32-value blocks (Q8_0, Q4_0, Q4_1), for each
+// instruction set the machine may have (QuantIsa: AVX2, or AVX-512 VNNI). Header-only; included
+// only by the formats' own .cc files, compiled with -mavx2 -mfma -mf16c -ffp-contract=off; the
+// VNNI instantiations turn on AVX-512 per function (gnu::target), so a machine without it never
+// runs them.
+//
+// A format's Block (one per format file) provides:
+//   kBytes                     bytes per block;
+//   kSigned                    whether its quants are signed (-128..127) or not (0..15);
+//   kOffset                    whether values carry an offset m (value = d * q + m);
+//   Block::Quants(blk)         the 32 quants as bytes, in value order;
+//   Block::Scales(raw, &d, &m) from 8 lanes of the block's first 4 bytes, its d and m per lane.
+//
+// Numerics. Every output y = dot(x row, w row) is, per pair of rows, the scalar sequence
+//   acc = 0
+//   for each block b, in order:
+//     isum = sum over the 32 values of q_w * q_x          (exact, int32)
+//     acc  = fma(float(isum), d_w * d_x, acc)
+//     acc  = fma(m_w, ds_x, acc)                          (formats with an offset)
+//   y = acc
+// with each output in one lane of a vector, so whatever the tile, the thread split, the
+// instruction set or the rest of the batch, an output sees the same float operations: row i of
+// an m-row product equals an m = 1 product of that row, bit for bit, on AVX2 and on VNNI.
+//
+// Two tiles compute the integer sums in two ways:
+//   Rows8 (8 rows of x against NR weight rows, for batches and prefill): x interleaved 8 rows at
+//     a time (Q8Block8), each 4-byte group of a weight block broadcast against the same group of
+//     the 8 rows, so lane r accumulates row r's block sum with no horizontal step;
+//   Cols8 (one row of x against 8 weight rows, for decode): each weight row's block product in
+//     8 partial lanes, the 8 rows' partials then reduced into one vector, lane j = row j.
+#ifndef TPSERVE_KERNELS_CPU_QUANT_TILE32_H_
+#define TPSERVE_KERNELS_CPU_QUANT_TILE32_H_
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/quant/block_dot.h"
+#include "kernels/cpu/quant/formats.h"
+#include "kernels/cpu/quant/q8_activations.h"
+
+namespace tpserve::kernels::cpu {
+
+// Helpers for Block::Scales: 8 lanes of 32-bit words -> their low (or high) halves as floats.
+[[gnu::always_inline]] inline __m256 LowHalvesToFloat(__m256i raw) {
+  const __m256i low = _mm256_and_si256(raw, _mm256_set1_epi32(0xFFFF));
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(low, low), 0x08);
+  return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+}
+[[gnu::always_inline]] inline __m256 HighHalvesToFloat(__m256i raw) {
+  return LowHalvesToFloat(_mm256_srli_epi32(raw, 16));
+}
+
+// Weight rows per Rows8 tile.
+inline constexpr int kRows8Width = 4;
+
+// The integer products of one instruction set. For a Block type B:
+//   Prepare<B>(q)          the weight quants as the products take them;
+//   Group<B>(acc, w4, x)   acc += per-lane products of the broadcast 4-byte group w4 with x
+//                          (8 lanes of 4 bytes);
+//   Finish<B>(acc, qsum)   the lanes' exact sums, given x's per-lane sums of quants;
+//   Block<B>(q, x)         8 int32 lanes whose total is the exact block product of q and x.
+struct Avx2Products {
+  template <class B>
+  static __m256i Prepare(__m256i q) {
+    return q;
+  }
+  template <class B>
+  static __m256i Group(__m256i acc, __m256i w4, __m256i x) {
+    if constexpr (B::kSigned) {
+      return _mm256_add_epi32(acc, DotS8S8(w4, x));
+    } else {
+      // Pairs of 0..15 x -127..127 fit int16 eight groups over (8 * 2 * 15 * 127 < 32768).
+      return _mm256_add_epi16(acc, _mm256_maddubs_epi16(w4, x));
+    }
+  }
+  template <class B>
+  static __m256i Finish(__m256i acc, __m256i /*qsum*/) {
+    if constexpr (B::kSigned) return acc;
+    return _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
+  }
+  template <class B>
+  static __m256i Block(__m256i q, __m256i x) {
+    return B::kSigned ? DotS8S8(q, x) : DotU8S8(q, x);
+  }
+};
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512vnni")
+// VNNI: one vpdpbusd per group. Signed quants are offset by 128 to make them unsigned, and
+// 128 * sum(x) taken back at the end (exact in int32).
+struct VnniProducts {
+  template <class B>
+  static __m256i Prepare(__m256i q) {
+    if constexpr (B::kSigned) return _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));
+    return q;
+  }
+  template <class B>
+  static __m256i Group(__m256i acc, __m256i w4, __m256i x) {
+    return _mm256_dpbusd_epi32(acc, w4, x);
+  }
+  template <class B>
+  static __m256i Finish(__m256i acc, __m256i qsum) {
+    if constexpr (B::kSigned) return _mm256_sub_epi32(acc, _mm256_slli_epi32(qsum, 7));
+    return acc;
+  }
+  template <class B>
+  static __m256i Block(__m256i q, __m256i x) {
+    if constexpr (B::kSigned) {
+      return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(q, q),
+                                 _mm256_sign_epi8(x, q));
+    }
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, x);
+  }
+};
+#pragma GCC pop_options
+
+// 8 vectors of 8 int32 lanes -> one vector, lane p = the total of v[p]'s lanes.
+[[gnu::always_inline]] inline __m256i SumLanes8(const __m256i v[8]) {
+  const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);  // per 128-bit half: v0 v0 v1 v1
+  const __m256i h23 = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]);
+  const __m256i h67 = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i q0 = _mm256_hadd_epi32(h01, h23);  // low half: v0..v3 of the low lanes | high
+  const __m256i q1 = _mm256_hadd_epi32(h45, h67);
+  const __m256i low_high = _mm256_blend_epi32(q0, q1, 0xF0);         // q0 low | q1 high
+  const __m256i high_low = _mm256_permute2x128_si256(q0, q1, 0x21);  // q0 high | q1 low
+  return _mm256_add_epi32(low_high, high_low);
+}
+
+// One block's float step on 8 outputs (see Numerics above).
+[[gnu::always_inline]] inline __m256 BlockStep(__m256 acc, __m256i isum, __m256 dw, __m256 dx,
+                                               __m256 mw, __m256 dsx, bool offset) {
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, dx), acc);
+  if (offset) acc = _mm256_fmadd_ps(mw, dsx, acc);
+  return acc;
+}
+
+// y[r * ldy + j] = dot(x row r, w row j) for r < mr (<= 8) and j < nr (<= kRows8Width).
+//   w: nr rows of w_stride bytes; x: kb interleaved blocks of 8 rows (rows >= mr ignored).
+template <class B, class P>
+[[gnu::always_inline]] inline void Rows8Body(const uint8_t* w, int64_t w_stride, int nr,
+                                             const Q8Block8* x, int mr, int64_t kb, float* y,
+                                             int64_t ldy) {
+  constexpr int NR = kRows8Width;
+  const uint8_t* rows[NR];
+  __m256 acc[NR];
+#pragma GCC unroll 4
+  for (int j = 0; j < NR; ++j) {
+    rows[j] = w + (j < nr ? j : nr - 1) * w_stride;  // past nr: repeat the last row
+    acc[j] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < kb; ++b) {
+    const Q8Block8& xb = x[b];
+    __m256i xq[8];
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      xq[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb.q + 32 * g));
+    }
+    const __m256 dx = _mm256_load_ps(xb.d);
+    const __m256 dsx = _mm256_load_ps(xb.ds);
+    const __m256i qsum = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb.qsum));
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) {
+      const uint8_t* blk = rows[j] + b * B::kBytes;
+      alignas(32) uint8_t q[32];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q), P::template Prepare<B>(B::Quants(blk)));
+      uint32_t raw;
+      std::memcpy(&raw, blk, sizeof(raw));
+      __m256 dw, mw;
+      B::Scales(_mm256_set1_epi32(static_cast<int>(raw)), &dw, &mw);
+      __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        int32_t w4;
+        std::memcpy(&w4, q + 4 * g, sizeof(w4));
+        isum = P::template Group<B>(isum, _mm256_set1_epi32(w4), xq[g]);
+      }
+      acc[j] = BlockStep(acc[j], P::template Finish<B>(isum, qsum), dw, dx, mw, dsx, B::kOffset);
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < NR; ++j) {
+    if (j >= nr) break;
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc[j]);
+    for (int r = 0; r < mr; ++r) y[r * ldy + j] = out[r];
+  }
+}
+
+// y[j] = dot(x, w row j) for j < nr (<= 8). w: nr rows of w_stride bytes; x: kb blocks.
+template <class B, class P>
+[[gnu::always_inline]] inline void Cols8Body(const uint8_t* w, int64_t w_stride, int nr,
+                                             const Q8Block* x, int64_t kb, float* y) {
+  const uint8_t* rows[8];
+  alignas(32) int32_t offsets[8];  // of row j from row 0 (w_stride < 2^31 / 8: rows of k < 2^26)
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    offsets[j] = static_cast<int32_t>((j < nr ? j : nr - 1) * w_stride);  // past nr: the last
+    rows[j] = w + offsets[j];
+  }
+  const __m256i row_offsets = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < kb; ++b) {
+    const Q8Block& xb = x[b];
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q));
+    __m256i partial[8];
+    // The next 8 rows (the next tile's, which follow in memory), a slice per block, so they
+    // arrive from DRAM while this tile computes.
+    const char* next = reinterpret_cast<const char*>(w + 8 * w_stride + b * 8 * B::kBytes);
+#pragma GCC unroll 8
+    for (int line = 0; line < 8 * B::kBytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      partial[j] = P::template Block<B>(B::Quants(rows[j] + b * B::kBytes), xq);
+    }
+    // The first 4 bytes of the 8 rows' blocks (their scales).
+    const __m256i raw =
+        _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + b * B::kBytes), row_offsets, 1);
+    __m256 dw, mw;
+    B::Scales(raw, &dw, &mw);
+    acc = BlockStep(acc, SumLanes8(partial), dw, _mm256_set1_ps(xb.d), mw, _mm256_set1_ps(xb.ds),
+                    B::kOffset);
+  }
+  alignas(32) float out[8];
+  _mm256_store_ps(out, acc);
+  for (int j = 0; j < nr; ++j) y[j] = out[j];
+}
+
+// The Tiles32 (formats.h) of a Block, one per instruction set.
+template <class B>
+struct Tile32Of {
+  static void Rows8Avx2(const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x, int mr,
+                        int64_t kb, float* y, int64_t ldy) {
+    Rows8Body<B, Avx2Products>(w, w_stride, nr, x, mr, kb, y, ldy);
+  }
+  static void Cols8Avx2(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x, int64_t kb,
+                        float* y) {
+    Cols8Body<B, Avx2Products>(w, w_stride, nr, x, kb, y);
+  }
+  [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static void Rows8Vnni(
+      const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x, int mr, int64_t kb, float* y,
+      int64_t ldy) {
+    Rows8Body<B, VnniProducts>(w, w_stride, nr, x, mr, kb, y, ldy);
+  }
+  [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static void Cols8Vnni(
+      const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x, int64_t kb, float* y) {
+    Cols8Body<B, VnniProducts>(w, w_stride, nr, x, kb, y);
+  }
+  static constexpr Tiles32 kTiles = {{{Rows8Avx2, Cols8Avx2}, {Rows8Vnni, Cols8Vnni}}};
+};
+
+}  // namespace tpserve::kernels::cpu
+
+#endif  // TPSERVE_KERNELS_CPU_QUANT_TILE32_H_
