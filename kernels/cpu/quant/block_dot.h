@@ -10,11 +10,21 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
+#include <utility>
 
 #include "kernels/cpu/quant/formats.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace tpserve::kernels::cpu {
+
+// f(std::integral_constant<int, 0>{}), ..., f(std::integral_constant<int, N - 1>{}): a loop
+// whose index is a compile-time constant in its body (shift counts, byte offsets).
+template <int N, class F>
+inline void UnrollK(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) { (f(std::integral_constant<int, I>{}), ...); }
+  (std::make_integer_sequence<int, N>{});
+}
 
 // 8 int32 lanes, lane l = sum of w[4l..4l+3] * x[4l..4l+3]; w unsigned (0..255, products
 // summed in pairs into int16 without saturation for w <= 128), x signed (-127..127).
@@ -34,6 +44,21 @@ inline __m256i UnpackNibbles(const uint8_t* qs) {
   const __m128i lo = _mm_and_si128(v, low_mask);
   const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), low_mask);
   return _mm256_set_m128i(hi, lo);
+}
+
+// The 4 bytes at p broadcast to 8 lanes (one load).
+inline __m256i Broadcast4(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return _mm256_set1_epi32(v);
+}
+
+// Values 4g .. 4g+3 of UnpackNibbles(qs) broadcast to 8 lanes: low nibbles of qs[4g..] for
+// g < 4, high nibbles of qs[4(g-4)..] above (g a constant once unrolled).
+inline __m256i NibbleGroup4(const uint8_t* qs, int g) {
+  const __m256i v = Broadcast4(qs + 4 * (g % 4));
+  const __m256i nib = g < 4 ? v : _mm256_srli_epi16(v, 4);
+  return _mm256_and_si256(nib, _mm256_set1_epi8(0x0F));
 }
 
 // An unaligned half at p through F16C (exact for the finite scales of a validated file).

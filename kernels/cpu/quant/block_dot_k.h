@@ -27,14 +27,6 @@
 
 namespace tpserve::kernels::cpu {
 
-// f(std::integral_constant<int, 0>{}), ..., f(std::integral_constant<int, N - 1>{}): a loop
-// whose index is a compile-time constant in its body (shift counts, byte offsets).
-template <int N, class F>
-inline void UnrollK(F&& f) {
-  [&]<int... I>(std::integer_sequence<int, I...>) { (f(std::integral_constant<int, I>{}), ...); }
-  (std::make_integer_sequence<int, N>{});
-}
-
 // The eight sub-block scales and mins of a Q4_K / Q5_K super-block from its 12 packed bytes,
 // as floats, lane s: *dw = d * scale_s, *mw = -(dmin * min_s), with scale_s, min_s exactly
 // ScaleMinK4(s, scales) (formats.h), all eight decoded at once.

@@ -25,6 +25,7 @@ struct Q4_0Block {
   static constexpr bool kSigned = false;
   static constexpr bool kOffset = true;
   static __m256i Quants(const uint8_t* blk) { return UnpackNibbles(blk + 2); }
+  static __m256i Group4(const uint8_t* blk, int g) { return NibbleGroup4(blk + 2, g); }
   static void Scales(__m256i raw, __m256* d, __m256* m) {
     *d = LowHalvesToFloat(raw);
     *m = _mm256_mul_ps(_mm256_set1_ps(-8.0f), *d);

@@ -25,6 +25,7 @@ struct Q4_1Block {
   static constexpr bool kSigned = false;
   static constexpr bool kOffset = true;
   static __m256i Quants(const uint8_t* blk) { return UnpackNibbles(blk + 4); }
+  static __m256i Group4(const uint8_t* blk, int g) { return NibbleGroup4(blk + 4, g); }
   static void Scales(__m256i raw, __m256* d, __m256* m) {
     *d = LowHalvesToFloat(raw);
     *m = HighHalvesToFloat(raw);

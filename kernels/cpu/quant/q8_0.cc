@@ -25,6 +25,7 @@ struct Q8_0Block {
   static __m256i Quants(const uint8_t* blk) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
   }
+  static __m256i Group4(const uint8_t* blk, int g) { return Broadcast4(blk + 2 + 4 * g); }
   static void Scales(__m256i raw, __m256* d, __m256* m) {
     *d = LowHalvesToFloat(raw);
     *m = _mm256_setzero_ps();

@@ -11,6 +11,7 @@
 //   kSigned                    whether its quants are signed (-128..127) or not (0..15);
 //   kOffset                    whether values carry an offset m (value = d * q + m);
 //   Block::Quants(blk)         the 32 quants as bytes, in value order;
+//   Block::Group4(blk, g)      quants 4g .. 4g+3 as 4 bytes, broadcast to 8 lanes;
 //   Block::Scales(raw, &d, &m) from 8 lanes of the block's first 4 bytes, its d and m per lane.
 //
 // Numerics. Every output y = dot(x row, w row) is, per pair of rows, the scalar sequence
@@ -58,9 +59,11 @@ namespace tpserve::kernels::cpu {
 inline constexpr int kRows8Width = 4;
 
 // The integer products of one instruction set. For a Block type B:
-//   Prepare<B>(q)          the weight quants as the products take them;
+//   Prepare<B>(q)          the weight quants (32, or a broadcast group) as the products take
+//                          them;
 //   Group<B>(acc, w4, x)   acc += per-lane products of the broadcast 4-byte group w4 with x
 //                          (8 lanes of 4 bytes);
+//   Merge<B>(a, b)         two accumulations of Group into one;
 //   Finish<B>(acc, qsum)   the lanes' exact sums, given x's per-lane sums of quants;
 //   Block<B>(q, x)         8 int32 lanes whose total is the exact block product of q and x.
 struct Avx2Products {
@@ -76,6 +79,10 @@ struct Avx2Products {
       // Pairs of 0..15 x -127..127 fit int16 eight groups over (8 * 2 * 15 * 127 < 32768).
       return _mm256_add_epi16(acc, _mm256_maddubs_epi16(w4, x));
     }
+  }
+  template <class B>
+  static __m256i Merge(__m256i a, __m256i b) {
+    return B::kSigned ? _mm256_add_epi32(a, b) : _mm256_add_epi16(a, b);
   }
   template <class B>
   static __m256i Finish(__m256i acc, __m256i /*qsum*/) {
@@ -101,6 +108,10 @@ struct VnniProducts {
   template <class B>
   static __m256i Group(__m256i acc, __m256i w4, __m256i x) {
     return _mm256_dpbusd_epi32(acc, w4, x);
+  }
+  template <class B>
+  static __m256i Merge(__m256i a, __m256i b) {
+    return _mm256_add_epi32(a, b);
   }
   template <class B>
   static __m256i Finish(__m256i acc, __m256i qsum) {
@@ -166,20 +177,22 @@ template <class B, class P>
 #pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) {
       const uint8_t* blk = rows[j] + b * B::kBytes;
-      alignas(32) uint8_t q[32];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(q), P::template Prepare<B>(B::Quants(blk)));
       uint32_t raw;
       std::memcpy(&raw, blk, sizeof(raw));
       __m256 dw, mw;
       B::Scales(_mm256_set1_epi32(static_cast<int>(raw)), &dw, &mw);
-      __m256i isum = _mm256_setzero_si256();
+      // Even and odd groups in two chains, so the products do not wait on each other.
+      // Each group broadcast straight from the block (a load, no shuffle).
+      __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+      // (A plain unrolled loop: a lambda would be compiled for AVX2 only and call the VNNI
+      // products out of line.)
 #pragma GCC unroll 8
       for (int g = 0; g < 8; ++g) {
-        int32_t w4;
-        std::memcpy(&w4, q + 4 * g, sizeof(w4));
-        isum = P::template Group<B>(isum, _mm256_set1_epi32(w4), xq[g]);
+        const __m256i w4 = P::template Prepare<B>(B::Group4(blk, g));
+        isum[g % 2] = P::template Group<B>(isum[g % 2], w4, xq[g]);
       }
-      acc[j] = BlockStep(acc[j], P::template Finish<B>(isum, qsum), dw, dx, mw, dsx, B::kOffset);
+      const __m256i total = P::template Finish<B>(P::template Merge<B>(isum[0], isum[1]), qsum);
+      acc[j] = BlockStep(acc[j], total, dw, dx, mw, dsx, B::kOffset);
     }
   }
 #pragma GCC unroll 4

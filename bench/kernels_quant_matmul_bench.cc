@@ -1,0 +1,91 @@
+// QuantMatmul throughput on SmolLM2-135M weight shapes, weights kept in their blocks (Q4_1,
+// Q8_0), per instruction set of the integer tiles (AVX2, AVX-512 VNNI where the machine has
+// it), m = 1, 16, 128, 1 and 2 threads. Counters: GB/s of weights read (m = 1 streams them
+// from DRAM: compare with bandwidth_bench) and GMAC/s (m n k per call). Weights smaller than
+// the 32 MiB L3 are replicated to >= 256 MiB and cycled, as a forward pass over 30 layers.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "kernels/cpu/quant/formats.h"
+#include "kernels/cpu/quant/quant_matmul.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace {
+
+namespace k = tpserve::kernels::cpu;
+
+constexpr int64_t kWorkingSetBytes = int64_t{256} << 20;
+
+// n rows of k values of `format` with random quants and scales of about 0.01 (f16 0x211F);
+// Q4_1's mins at -0.08 (0xAD1F).
+std::vector<uint8_t> RandomWeights(k::WeightFormat format, int64_t rows, int64_t cols) {
+  const k::FormatKernels& f = k::FormatKernelsFor(format);
+  std::vector<uint8_t> w(static_cast<size_t>(rows * k::RowBytes(format, cols)));
+  std::mt19937 rng(7);
+  for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
+  const uint16_t d = 0x211F, m = 0xAD1F;
+  for (size_t off = 0; off < w.size(); off += static_cast<size_t>(f.block_bytes)) {
+    std::memcpy(&w[off], &d, 2);
+    if (format == k::WeightFormat::kQ4_1) std::memcpy(&w[off + 2], &m, 2);
+  }
+  return w;
+}
+
+// Args: format, isa, n, k (weight [n, k]), m, threads.
+void BM_QuantMatmul(benchmark::State& state) {
+  const auto format = static_cast<k::WeightFormat>(state.range(0));
+  const auto isa = static_cast<k::QuantIsa>(state.range(1));
+  const int64_t n = state.range(2), cols = state.range(3), m = state.range(4);
+  const int threads = static_cast<int>(state.range(5));
+  if (isa == k::QuantIsa::kAvx512Vnni && k::BestQuantIsa() != k::QuantIsa::kAvx512Vnni) {
+    state.SkipWithError("no AVX-512 VNNI on this machine");
+    return;
+  }
+  const int64_t weight_bytes = n * k::RowBytes(format, cols);
+  const int64_t copies = std::max<int64_t>(1, kWorkingSetBytes / weight_bytes);
+  const std::vector<uint8_t> w = RandomWeights(format, copies * n, cols);  // [copies, n, row]
+  std::vector<float> x(static_cast<size_t>(m * cols));                     // [m, k]
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  std::vector<float> y(static_cast<size_t>(m * n));  // [m, n]
+  k::ThreadPool pool(threads);
+  k::QuantScratch scratch;
+  int64_t c = 0;
+  for (auto _ : state) {
+    k::QuantMatmul(format, x.data(), w.data() + c * weight_bytes, y.data(), m, n, cols, &pool,
+                   &scratch, isa);
+    benchmark::DoNotOptimize(y.data());
+    c = (c + 1) % copies;
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(weight_bytes) * iters / 1e9,
+                                              benchmark::Counter::kIsRate);
+  state.counters["GMAC/s"] = benchmark::Counter(static_cast<double>(m * n * cols) * iters / 1e9,
+                                                benchmark::Counter::kIsRate);
+}
+
+void Shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"format", "isa", "n", "k", "m", "threads"});
+  for (k::WeightFormat format : {k::WeightFormat::kQ4_1, k::WeightFormat::kQ8_0}) {
+    for (k::QuantIsa isa : {k::QuantIsa::kAvx2, k::QuantIsa::kAvx512Vnni}) {
+      for (int threads : {1, 2}) {
+        for (int64_t m : {1, 16, 128}) {
+          for (auto [n, cols] : {std::pair<int64_t, int64_t>{1536, 576},  // w_gate / w_up
+                                 {576, 1536}}) {                          // w_down
+            b->Args({static_cast<int64_t>(format), static_cast<int64_t>(isa), n, cols, m, threads});
+          }
+        }
+      }
+    }
+  }
+}
+BENCHMARK(BM_QuantMatmul)->Apply(Shapes)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
