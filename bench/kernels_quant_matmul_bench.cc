@@ -47,7 +47,11 @@ void BM_QuantMatmul(benchmark::State& state) {
   }
   const int64_t weight_bytes = n * k::RowBytes(format, cols);
   const int64_t copies = std::max<int64_t>(1, kWorkingSetBytes / weight_bytes);
-  const std::vector<uint8_t> w = RandomWeights(format, copies * n, cols);  // [copies, n, row]
+  std::vector<uint8_t> w = RandomWeights(format, n, cols);  // [copies, n, row]
+  w.resize(static_cast<size_t>(copies * weight_bytes));
+  for (int64_t c = 1; c < copies; ++c) {
+    std::memcpy(w.data() + c * weight_bytes, w.data(), static_cast<size_t>(weight_bytes));
+  }
   std::vector<float> x(static_cast<size_t>(m * cols));                     // [m, k]
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
