@@ -38,12 +38,12 @@ enum class QuantIsa : uint8_t { kAvx2 = 0, kAvx512Vnni = 1 };
 inline constexpr int kQuantIsaCount = 2;
 
 // Tiles of the formats with 32-value blocks (tile32.h), per instruction set:
-//   rows8: y[r * ldy + j] = dot(x row r, w row j), r < mr (<= 8), j < nr (<= kRows8Width);
-//          x: kb blocks of 8 interleaved rows;
+//   rows8: y[(8g + r) * ldy + j] = dot(x row 8g + r, w row j), g < groups, r < 8,
+//          j < nr (<= kRows8Width); x: groups x kb blocks of 8 interleaved rows;
 //   cols8: y[j] = dot(x, w row j), j < nr (<= 8); x: one row of kb blocks.
 //   w: nr rows of `w_stride` bytes.
-using Rows8TileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x, int mr,
-                             int64_t kb, float* y, int64_t ldy);
+using Rows8TileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x,
+                             int64_t groups, int64_t kb, float* y, int64_t ldy);
 using Cols8TileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x,
                              int64_t kb, float* y);
 struct Tiles32 {

@@ -152,20 +152,22 @@ void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y
     });
     return;
   }
-  // Groups of 8 rows through rows8, the rows past the last whole group through cols8, each
-  // column block of weights read from memory once while all rows sweep it.
+  // Groups of 8 rows through rows8, each tile of weight rows read once while every group sweeps
+  // it; the rows past the last whole group through cols8, each column block of weights read
+  // from memory once while those rows sweep it.
   const Tiles32::Isa& tiles = f.tiles32->isa[static_cast<int>(isa)];
   const int64_t block = ColumnBlock(row_bytes);
   Run(units, pool, [&](int64_t begin, int64_t end) {
-    const int64_t j1 = std::min(n, end * kRowUnit);
-    for (int64_t jb = begin * kRowUnit; jb < j1; jb += block) {
-      const int64_t je = std::min(j1, jb + block);
-      for (int64_t g = 0; g < groups; ++g) {
-        for (int64_t j = jb; j < je; j += kRows8Width) {
-          const int nr = static_cast<int>(std::min<int64_t>(kRows8Width, je - j));
-          tiles.rows8(w + j * row_bytes, row_bytes, nr, xg + g * kb, 8, kb, y + 8 * g * n + j, n);
-        }
+    const int64_t j0 = begin * kRowUnit, j1 = std::min(n, end * kRowUnit);
+    if (groups > 0) {
+      for (int64_t j = j0; j < j1; j += kRows8Width) {
+        const int nr = static_cast<int>(std::min<int64_t>(kRows8Width, j1 - j));
+        tiles.rows8(w + j * row_bytes, row_bytes, nr, xg, groups, kb, y + j, n);
       }
+    }
+    if (8 * groups == m) return;
+    for (int64_t jb = j0; jb < j1; jb += block) {
+      const int64_t je = std::min(j1, jb + block);
       for (int64_t i = 8 * groups; i < m; ++i) {
         for (int64_t j = jb; j < je; j += 8) {
           const int nr = static_cast<int>(std::min<int64_t>(8, je - j));

@@ -36,6 +36,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -150,57 +151,79 @@ struct VnniProducts {
   return acc;
 }
 
-// y[r * ldy + j] = dot(x row r, w row j) for r < mr (<= 8) and j < nr (<= kRows8Width).
-//   w: nr rows of w_stride bytes; x: kb interleaved blocks of 8 rows (rows >= mr ignored).
+// Blocks whose weight scales Rows8 decodes at once, for all its groups of x rows.
+inline constexpr int64_t kRows8ScaleBlocks = 128;
+
+// y[(8g + r) * ldy + j] = dot(x row 8g + r, w row j) for g < groups, r < 8, j < nr
+// (<= kRows8Width). w: nr rows of w_stride bytes; x: groups x kb interleaved blocks. The tile's
+// weight rows stay in L1 while every group sweeps them; their scales are decoded once per
+// tile (when kb <= kRows8ScaleBlocks), into the same floats Cols8 computes.
 template <class B, class P>
 [[gnu::always_inline]] inline void Rows8Body(const uint8_t* w, int64_t w_stride, int nr,
-                                             const Q8Block8* x, int mr, int64_t kb, float* y,
-                                             int64_t ldy) {
+                                             const Q8Block8* x, int64_t groups, int64_t kb,
+                                             float* y, int64_t ldy) {
   constexpr int NR = kRows8Width;
   const uint8_t* rows[NR];
-  __m256 acc[NR];
 #pragma GCC unroll 4
-  for (int j = 0; j < NR; ++j) {
-    rows[j] = w + (j < nr ? j : nr - 1) * w_stride;  // past nr: repeat the last row
-    acc[j] = _mm256_setzero_ps();
-  }
-  for (int64_t b = 0; b < kb; ++b) {
-    const Q8Block8& xb = x[b];
-    __m256i xq[8];
+  for (int j = 0; j < NR; ++j) rows[j] = w + (j < nr ? j : nr - 1) * w_stride;  // past nr: last
+  alignas(32) float dw_table[kRows8ScaleBlocks][NR];
+  alignas(32) float mw_table[kRows8ScaleBlocks][NR];
+  for (int64_t g = 0; g < groups; ++g) {
+    const Q8Block8* xg = x + g * kb;
+    __m256 acc[NR];
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) acc[j] = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < kb; b0 += kRows8ScaleBlocks) {
+      const int64_t b1 = std::min(kb, b0 + kRows8ScaleBlocks);
+      if (g == 0 || kb > kRows8ScaleBlocks) {
+        for (int64_t b = b0; b < b1; ++b) {
+#pragma GCC unroll 4
+          for (int j = 0; j < NR; ++j) {
+            uint32_t raw;
+            std::memcpy(&raw, rows[j] + b * B::kBytes, sizeof(raw));
+            __m256 dw, mw;
+            B::Scales(_mm256_set1_epi32(static_cast<int>(raw)), &dw, &mw);
+            dw_table[b - b0][j] = _mm256_cvtss_f32(dw);
+            mw_table[b - b0][j] = _mm256_cvtss_f32(mw);
+          }
+        }
+      }
+      for (int64_t b = b0; b < b1; ++b) {
+        const Q8Block8& xb = xg[b];
+        __m256i xq[8];
 #pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) {
-      xq[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb.q + 32 * g));
+        for (int q = 0; q < 8; ++q) {
+          xq[q] = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb.q + 32 * q));
+        }
+        const __m256 dx = _mm256_load_ps(xb.d);
+        const __m256 dsx = _mm256_load_ps(xb.ds);
+        const __m256i qsum = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb.qsum));
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; ++j) {
+          const uint8_t* blk = rows[j] + b * B::kBytes;
+          // Even and odd groups in two chains, so the products do not wait on each other; each
+          // group broadcast straight from the block (a load, no shuffle). A plain unrolled
+          // loop: a lambda would be compiled for AVX2 only and call the VNNI products out of
+          // line.
+          __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+          for (int q = 0; q < 8; ++q) {
+            const __m256i w4 = P::template Prepare<B>(B::Group4(blk, q));
+            isum[q % 2] = P::template Group<B>(isum[q % 2], w4, xq[q]);
+          }
+          const __m256i total = P::template Finish<B>(P::template Merge<B>(isum[0], isum[1]), qsum);
+          acc[j] = BlockStep(acc[j], total, _mm256_broadcast_ss(&dw_table[b - b0][j]), dx,
+                             _mm256_broadcast_ss(&mw_table[b - b0][j]), dsx, B::kOffset);
+        }
+      }
     }
-    const __m256 dx = _mm256_load_ps(xb.d);
-    const __m256 dsx = _mm256_load_ps(xb.ds);
-    const __m256i qsum = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb.qsum));
 #pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) {
-      const uint8_t* blk = rows[j] + b * B::kBytes;
-      uint32_t raw;
-      std::memcpy(&raw, blk, sizeof(raw));
-      __m256 dw, mw;
-      B::Scales(_mm256_set1_epi32(static_cast<int>(raw)), &dw, &mw);
-      // Even and odd groups in two chains, so the products do not wait on each other.
-      // Each group broadcast straight from the block (a load, no shuffle).
-      __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-      // (A plain unrolled loop: a lambda would be compiled for AVX2 only and call the VNNI
-      // products out of line.)
-#pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        const __m256i w4 = P::template Prepare<B>(B::Group4(blk, g));
-        isum[g % 2] = P::template Group<B>(isum[g % 2], w4, xq[g]);
-      }
-      const __m256i total = P::template Finish<B>(P::template Merge<B>(isum[0], isum[1]), qsum);
-      acc[j] = BlockStep(acc[j], total, dw, dx, mw, dsx, B::kOffset);
+      if (j >= nr) break;
+      alignas(32) float out[8];
+      _mm256_store_ps(out, acc[j]);
+      for (int r = 0; r < 8; ++r) y[(8 * g + r) * ldy + j] = out[r];
     }
-  }
-#pragma GCC unroll 4
-  for (int j = 0; j < NR; ++j) {
-    if (j >= nr) break;
-    alignas(32) float out[8];
-    _mm256_store_ps(out, acc[j]);
-    for (int r = 0; r < mr; ++r) y[r * ldy + j] = out[r];
   }
 }
 
@@ -246,18 +269,18 @@ template <class B, class P>
 // The Tiles32 (formats.h) of a Block, one per instruction set.
 template <class B>
 struct Tile32Of {
-  static void Rows8Avx2(const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x, int mr,
-                        int64_t kb, float* y, int64_t ldy) {
-    Rows8Body<B, Avx2Products>(w, w_stride, nr, x, mr, kb, y, ldy);
+  static void Rows8Avx2(const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x,
+                        int64_t groups, int64_t kb, float* y, int64_t ldy) {
+    Rows8Body<B, Avx2Products>(w, w_stride, nr, x, groups, kb, y, ldy);
   }
   static void Cols8Avx2(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x, int64_t kb,
                         float* y) {
     Cols8Body<B, Avx2Products>(w, w_stride, nr, x, kb, y);
   }
   [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static void Rows8Vnni(
-      const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x, int mr, int64_t kb, float* y,
-      int64_t ldy) {
-    Rows8Body<B, VnniProducts>(w, w_stride, nr, x, mr, kb, y, ldy);
+      const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x, int64_t groups, int64_t kb,
+      float* y, int64_t ldy) {
+    Rows8Body<B, VnniProducts>(w, w_stride, nr, x, groups, kb, y, ldy);
   }
   [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static void Cols8Vnni(
       const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x, int64_t kb, float* y) {
