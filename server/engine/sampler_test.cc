@@ -214,6 +214,117 @@ TEST(SamplerTest, StopTokenIds) {
   EXPECT_FALSE(sampler.Sample(kLogits, p, {}, 0).is_stop);
 }
 
+// A 64-token vocabulary with distinct, exactly representable logits in [-4, 3.875].
+std::vector<float> PinnedLogits() {
+  std::vector<float> logits(64);
+  for (int i = 0; i < 64; ++i) logits[i] = static_cast<float>((i * 37) % 64) / 8.0f - 4.0f;
+  return logits;
+}
+
+// The first eight draws (counters 0..7) of a few seeded configurations, token and logprob bit
+// for bit, as the sampler made them when this test was written: whatever the sampler's code
+// becomes, the same seed must keep giving the same tokens.
+TEST(SamplerTest, SeededDrawsArePinned) {
+  struct Case {
+    const char* name;
+    SamplingParams params;
+    bool with_history;
+    std::vector<TokenLogprob> draws;
+  };
+  auto params = [](float t, int32_t k, float top_p, float min_p, uint64_t seed) {
+    SamplingParams p;
+    p.temperature = t;
+    p.top_k = k;
+    p.top_p = top_p;
+    p.min_p = min_p;
+    p.seed = seed;
+    return p;
+  };
+  SamplingParams combined = params(1.1f, 20, 0.9f, 0.02f, 2024);
+  combined.repetition_penalty = 1.3f;
+  combined.frequency_penalty = 0.4f;
+  combined.presence_penalty = 0.2f;
+  combined.logprobs = 3;
+  const std::vector<Case> cases = {
+      {"temperature",
+       params(0.7f, 0, 1.0f, 0.0f, 42),
+       false,
+       {{50, -0x1.5a0e98p+1f},
+        {27, -0x1.862bdep+2f},
+        {62, -0x1.b57c4ep+1f},
+        {24, -0x1.87c572p+1f},
+        {57, -0x1.157c4ep+1f},
+        {57, -0x1.157c4ep+1f},
+        {38, -0x1.fd41cp+0f},
+        {57, -0x1.157c4ep+1f}}},
+      {"top_k",
+       params(1.3f, 10, 1.0f, 0.0f, 7),
+       false,
+       {{62, -0x1.a05a44p+1f},
+        {12, -0x1.5681a6p+1f},
+        {19, -0x1.319556p+1f},
+        {57, -0x1.4a32ep+1f},
+        {57, -0x1.4a32ep+1f},
+        {57, -0x1.4a32ep+1f},
+        {24, -0x1.87bcbap+1f},
+        {38, -0x1.3de41cp+1f}}},
+      {"top_p",
+       params(1.0f, 0, 0.8f, 0.0f, 99),
+       false,
+       {{5, -0x1.720adp+1f},
+        {24, -0x1.820adp+1f},
+        {12, -0x1.420adp+1f},
+        {24, -0x1.820adp+1f},
+        {38, -0x1.220adp+1f},
+        {24, -0x1.820adp+1f},
+        {50, -0x1.620adp+1f},
+        {38, -0x1.220adp+1f}}},
+      {"min_p",
+       params(0.9f, 0, 1.0f, 0.05f, 5),
+       false,
+       {{62, -0x1.a57364p+1f},
+        {57, -0x1.29019cp+1f},
+        {41, -0x1.22b9b2p+2f},
+        {24, -0x1.81e52ap+1f},
+        {24, -0x1.81e52ap+1f},
+        {31, -0x1.4c8fd6p+1f},
+        {34, -0x1.3d645cp+2f},
+        {5, -0x1.701e0ep+1f}}},
+      {"combined",
+       combined,
+       true,
+       {{24, -0x1.7501a8p+1f},
+        {57, -0x1.2c477ap+1f},
+        {50, -0x1.57ea64p+1f},
+        {43, -0x1.838d4cp+1f},
+        {19, -0x1.0f3034p+1f},
+        {50, -0x1.57ea64p+1f},
+        {5, -0x1.0018fep+2f},
+        {57, -0x1.2c477ap+1f}}},
+  };
+  const std::vector<float> logits = PinnedLogits();
+  const std::vector<int32_t> prompt = {3, 5, 5, 9};
+  const std::vector<int32_t> generated = {5, 12, 12, 40};
+  Sampler sampler;
+  for (const Case& c : cases) {
+    const TokenHistory history = c.with_history ? TokenHistory{prompt, generated} : TokenHistory{};
+    for (size_t i = 0; i < c.draws.size(); ++i) {
+      const SampleResult r = sampler.Sample(logits, c.params, history, i);
+      EXPECT_EQ(r.token_id, c.draws[i].token_id) << c.name << " draw " << i;
+      EXPECT_EQ(r.logprob, c.draws[i].logprob) << c.name << " draw " << i;
+      if (c.params.logprobs == 0) continue;
+      // Penalties and temperature shape the reported top too.
+      ASSERT_EQ(r.top.size(), 3u) << c.name;
+      EXPECT_EQ(r.top[0].token_id, 19);
+      EXPECT_EQ(r.top[0].logprob, -0x1.0f3034p+1f);
+      EXPECT_EQ(r.top[1].token_id, 38);
+      EXPECT_EQ(r.top[1].logprob, -0x1.1dbbd8p+1f);
+      EXPECT_EQ(r.top[2].token_id, 57);
+      EXPECT_EQ(r.top[2].logprob, -0x1.2c477ap+1f);
+    }
+  }
+}
+
 TEST(SamplerTest, ValidationNamesTheField) {
   auto expect_bad = [](const SamplingParams& p, const char* field) {
     absl::Status s = ValidateSamplingParams(p, 100);
