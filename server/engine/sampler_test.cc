@@ -364,5 +364,102 @@ TEST(SamplerTest, ValidationNamesTheField) {
   expect_bad(p, "stop_token_ids");
 }
 
+// The steps of Sample, one by one.
+
+TEST(SamplerStepsTest, PenaltiesIgnoreIdsOutsideTheVocabulary) {
+  std::vector<float> logits = {1.0f, -1.0f};
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  p.presence_penalty = 1.0f;
+  const std::vector<int32_t> prompt = {-1, 0, 7};
+  const std::vector<int32_t> generated = {2, 1};
+  ApplyPenalties(absl::MakeSpan(logits), p, {prompt, generated});
+  EXPECT_FLOAT_EQ(logits[0], 0.5f);   // prompt only: repetition
+  EXPECT_FLOAT_EQ(logits[1], -3.0f);  // generated: repetition, then presence
+}
+
+TEST(SamplerStepsTest, TemperKeepsTheNormaliserOfTheScaledSoftmax) {
+  const TemperedLogits tempered = Temper(kLogits, 0.5f);
+  EXPECT_EQ(tempered.temperature, 0.5);
+  EXPECT_EQ(tempered.argmax, 1);
+  EXPECT_DOUBLE_EQ(tempered.max_scaled, 5.0);
+  double z = 0.0;
+  for (float l : kLogits) z += std::exp(l / 0.5);
+  EXPECT_NEAR(tempered.log_z, std::log(z), 1e-12);
+  EXPECT_NEAR(tempered.Logprob(kLogits, 6), 1.7 / 0.5 - std::log(z), 1e-6);
+}
+
+TEST(SamplerStepsTest, TemperAtZeroIsTheUnscaledSoftmaxAndTiesGoToTheLowerId) {
+  const std::vector<float> tie = {0.0f, 3.0f, 1.0f, 3.0f};
+  const TemperedLogits tempered = Temper(tie, 0.0f);
+  EXPECT_EQ(tempered.temperature, 1.0);
+  EXPECT_EQ(tempered.argmax, 1);
+  EXPECT_NEAR(tempered.log_z, std::log(1.0 + 2 * std::exp(3.0) + std::exp(1.0)), 1e-12);
+}
+
+TEST(SamplerStepsTest, TopKSortsByLogitThenId) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f};
+  std::vector<int32_t> candidates;
+  TopK(logits, 3, &candidates);
+  EXPECT_EQ(candidates, (std::vector<int32_t>{1, 3, 2}));
+  TopK(logits, 0, &candidates);
+  EXPECT_EQ(candidates, (std::vector<int32_t>{1, 3, 2, 0, 4}));
+  TopK(logits, 9, &candidates);
+  EXPECT_EQ(candidates, (std::vector<int32_t>{1, 3, 2, 0, 4}));
+}
+
+TEST(SamplerStepsTest, CandidateWeightsAreRelativeToTheArgmax) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f};
+  const TemperedLogits tempered = Temper(logits, 2.0f);
+  const std::vector<int32_t> candidates = {1, 2};
+  std::vector<double> weights;
+  const double total = CandidateWeights(logits, tempered, candidates, &weights);
+  ASSERT_EQ(weights.size(), 2u);
+  EXPECT_DOUBLE_EQ(weights[0], 1.0);
+  EXPECT_DOUBLE_EQ(weights[1], std::exp(-0.5));
+  EXPECT_DOUBLE_EQ(total, weights[0] + weights[1]);
+}
+
+TEST(SamplerStepsTest, TopPKeepsTheSmallestPrefixReachingTheMass) {
+  const std::vector<double> weights = {5.0, 3.0, 2.0};  // total 10
+  EXPECT_EQ(TopP(weights, 10.0, 1.0f), 3u);
+  EXPECT_EQ(TopP(weights, 10.0, 0.7f), 2u);
+  EXPECT_EQ(TopP(weights, 10.0, 0.5f), 1u);  // reaching counts
+  EXPECT_EQ(TopP(weights, 10.0, 0.9f), 3u);
+}
+
+TEST(SamplerStepsTest, MinPDropsTheTailBelowAFractionOfTheTop) {
+  const std::vector<double> weights = {1.0, 0.5, 0.25, 0.125};
+  EXPECT_EQ(MinP(weights, 4, 0.0f), 4u);
+  EXPECT_EQ(MinP(weights, 4, 0.3f), 2u);
+  EXPECT_EQ(MinP(weights, 4, 0.25f), 3u);  // a weight on the floor stays
+  EXPECT_EQ(MinP(weights, 1, 0.05f), 1u);
+  EXPECT_EQ(MinP(weights, 3, 0.05f), 3u);  // never past what top-p kept
+  EXPECT_EQ(MinP(weights, 4, 1.0f), 1u);   // the top always stays
+}
+
+TEST(SamplerStepsTest, DrawWalksTheCumulativeWeightsOfTheKeptPrefix) {
+  const std::vector<double> weights = {1.0, 2.0, 1.0};  // cumulative 1, 3, 4
+  EXPECT_EQ(Draw(weights, 3, 0.0), 0u);
+  EXPECT_EQ(Draw(weights, 3, 0.24), 0u);
+  EXPECT_EQ(Draw(weights, 3, 0.25), 1u);  // u = 1: the boundary belongs to the next
+  EXPECT_EQ(Draw(weights, 3, 0.74), 1u);
+  EXPECT_EQ(Draw(weights, 3, 0.75), 2u);
+  EXPECT_EQ(Draw(weights, 3, 0.999), 2u);
+  EXPECT_EQ(Draw(weights, 2, 0.9), 1u);  // scaled to the kept mass, 3
+  EXPECT_EQ(Draw(weights, 1, 0.9), 0u);
+}
+
+TEST(SamplerStepsTest, TopLogprobsBestFirstClampedToTheVocabulary) {
+  const TemperedLogits tempered = Temper(kLogits, 1.0f);
+  std::vector<int32_t> scratch;
+  const std::vector<TokenLogprob> top = TopLogprobs(kLogits, tempered, 2, &scratch);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[0].token_id, 1);
+  EXPECT_EQ(top[1].token_id, 4);
+  EXPECT_EQ(top[1].logprob, tempered.Logprob(kLogits, 4));
+  EXPECT_EQ(TopLogprobs(kLogits, tempered, 100, &scratch).size(), kLogits.size());
+}
+
 }  // namespace
 }  // namespace tpserve::engine
