@@ -1,6 +1,5 @@
 // tpserve: one binary, one subcommand per role (see kUsage).
 #include <algorithm>
-#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "server/cli/serve_command.h"
 #include "server/cli/tokenize_command.h"
 #include "server/cli/worker_command.h"
+#include "server/common/flags/flag_names.h"
 #include "server/coordinator/worker_pool.h"
 
 ABSL_FLAG(std::string, model, "", "Model: a GGUF file or a Hugging Face directory");
@@ -224,22 +224,11 @@ absl::Status CheckServeFlags() {
   return absl::OkStatus();
 }
 
-// absl flags are spelled with underscores; accept --max-tokens for --max_tokens too.
-void UnderscoreFlagNames(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--") == 0) break;
-    if (std::strncmp(argv[i], "--", 2) != 0) continue;
-    for (char* c = argv[i] + 2; *c != '\0' && *c != '='; ++c) {
-      if (*c == '-') *c = '_';
-    }
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  UnderscoreFlagNames(argc, argv);
+  tpserve::UnderscoreFlagNames(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = true;  // servers log to stderr (containers, systemd); glog would write files
   google::InitGoogleLogging(argv[0]);

@@ -25,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "clients/cpp/generation_client.h"
 #include "nlohmann/json.hpp"
+#include "server/common/flags/flag_names.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "tpserve server, HOST:PORT");
 ABSL_FLAG(double, timeout_s, 0, "deadline of each call in seconds (0: none)");
@@ -62,9 +63,11 @@ constexpr char kUsage[] =
     "  chat [--system TEXT] [sampling flags]   (Ctrl-C cancels the current answer)\n"
     "  tokenize TEXT [--add_special_tokens]\n"
     "  info\n"
-    "  health\n";
+    "  health\n"
+    "flags may be written with dashes or underscores (--max-tokens = --max_tokens)\n";
 
-// Names of the flags on the command line (absl keeps that private in this version).
+// Names of the flags on the command line (absl keeps that private in this version), with
+// underscores (after UnderscoreFlagNames).
 absl::flat_hash_set<std::string>& GivenFlags() {
   static auto* given = new absl::flat_hash_set<std::string>();
   return *given;
@@ -292,6 +295,7 @@ int RunInfo(GenerationClient& client) {
 
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  tpserve::UnderscoreFlagNames(argc, argv);
   RecordGivenFlags(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) return UsageError("no command");
