@@ -19,6 +19,7 @@
 #include "server/cli/tokenize_command.h"
 #include "server/cli/worker_command.h"
 #include "server/common/flags/flag_names.h"
+#include "server/common/flags/sampling_flags.h"
 #include "server/coordinator/worker_pool.h"
 
 ABSL_FLAG(std::string, model, "", "Model: a GGUF file or a Hugging Face directory");
@@ -32,15 +33,8 @@ ABSL_FLAG(bool, render, false, "tokenize --chat: print the rendered prompt inste
 ABSL_FLAG(bool, skip_special, false, "tokenize --decode: leave special tokens out");
 ABSL_FLAG(std::string, chat_template, "", "tokenize --chat: a Jinja template file to use instead");
 ABSL_FLAG(int32_t, max_tokens, 128, "generate: largest number of tokens to generate");
-ABSL_FLAG(float, temperature, 0.0f, "generate: sampling temperature (0: greedy)");
-ABSL_FLAG(int32_t, top_k, 0, "generate: keep the k most likely tokens (0: off)");
-ABSL_FLAG(float, top_p, 1.0f, "generate: nucleus sampling mass in (0, 1] (1: off)");
-ABSL_FLAG(float, min_p, 0.0f, "generate: drop tokens below min_p times the top one (0: off)");
-ABSL_FLAG(float, repetition_penalty, 1.0f, "generate: repetition penalty (1: off)");
-ABSL_FLAG(float, frequency_penalty, 0.0f, "generate: frequency penalty in [-2, 2]");
-ABSL_FLAG(float, presence_penalty, 0.0f, "generate: presence penalty in [-2, 2]");
-ABSL_FLAG(uint64_t, seed, 0, "generate: random seed (same seed, same tokens)");
-ABSL_FLAG(uint32_t, logprobs, 0, "generate --json: report this many top alternatives");
+// generate's sampling flags (--temperature, --top_k, ..., --seed, --logprobs) are
+// server/common/flags/sampling_flags.h's, shared with tpserve-cli.
 ABSL_FLAG(bool, ignore_eos, false, "generate: keep going past the end-of-sequence token");
 ABSL_FLAG(bool, json, false, "generate: one JSON object per token, then a summary");
 ABSL_FLAG(bool, dequantize, false,
