@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "kernels/cuda/check.h"
+#include "kernels/kv_block.h"
 #include "nlohmann/json.hpp"
 #include "server/comm/communicator.h"
 #include "server/common/status_macros.h"
@@ -113,7 +114,7 @@ absl::Status Run() {
   const model::ModelConfig config = Llama3_8B();
   ASSIGN_OR_RETURN(model::ShardPlan plan, model::MakeShardPlan(config, 0, 1));
 
-  constexpr int kBlock = 16;
+  constexpr int kBlock = kKvBlockSize;
   constexpr int kChunk = 512;
   const int blocks_per_seq = (context + warmup + steps + kBlock - 1) / kBlock;
   engine::EngineOptions options;

@@ -18,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "kernels/kv_block.h"
 #include "nlohmann/json.hpp"
 #include "server/comm/communicator.h"
 #include "server/engine/cpu_backend.h"
@@ -86,7 +87,9 @@ int Run(int argc, char** argv) {
   tpserve::engine::EngineOptions options;
   options.max_batch_tokens = std::max<int64_t>(prompt_len, 16 * max_batch);
   options.max_logit_rows = max_batch;
-  const int64_t blocks_per_seq = (std::max<int64_t>(prompt_len, 16 + steps) + 15) / 16;
+  const int64_t blocks_per_seq =
+      (std::max<int64_t>(prompt_len, 16 + steps) + tpserve::kKvBlockSize - 1) /
+      tpserve::kKvBlockSize;
   options.kv_blocks = blocks_per_seq * max_batch;
   options.dequantize = weights_mode == "exact";
   auto model = tpserve::engine::LlamaModel::Load(**weights, *plan, &backend, &comm, options);

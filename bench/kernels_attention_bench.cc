@@ -11,6 +11,7 @@
 #include "benchmark/benchmark.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/kv_block.h"
 
 namespace {
 
@@ -19,7 +20,7 @@ using tpserve::kernels::cpu::PagedAttentionBatch;
 using tpserve::kernels::cpu::PagedKvCache;
 using tpserve::kernels::cpu::ThreadPool;
 
-constexpr int64_t kHeads = 9, kKvHeads = 3, kHeadDim = 64, kBlock = 16;
+constexpr int64_t kHeads = 9, kKvHeads = 3, kHeadDim = 64, kBlock = tpserve::kKvBlockSize;
 
 // Args: sequences, new tokens per sequence, context per sequence (after the step), threads.
 void BM_PagedAttention(benchmark::State& state) {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/kv_block.h"
 #include "server/coordinator/block_manager.h"
 #include "server/coordinator/scheduler.h"
 
@@ -14,7 +15,7 @@ namespace {
 
 void BM_DecodeSteps(benchmark::State& state) {
   const int64_t n = state.range(0);
-  BlockManager blocks(1 << 16, 16);
+  BlockManager blocks(1 << 16, kKvBlockSize);
   Scheduler scheduler({.max_batch_tokens = 8192, .max_running = n}, &blocks);
   std::vector<std::unique_ptr<Sequence>> seqs;
   for (int64_t i = 0; i < n; ++i) {
@@ -48,7 +49,7 @@ BENCHMARK(BM_DecodeSteps)->Arg(1)->Arg(16)->Arg(64)->Arg(256);
 
 void BM_PreemptingSteps(benchmark::State& state) {
   const int64_t n = state.range(0);
-  BlockManager blocks(n * 2, 16);  // room for half the batch
+  BlockManager blocks(n * 2, kKvBlockSize);  // room for half the batch
   Scheduler scheduler({.max_batch_tokens = 8192, .max_running = n}, &blocks);
   std::vector<std::unique_ptr<Sequence>> seqs;
   for (int64_t i = 0; i < n; ++i) {

@@ -1,6 +1,5 @@
 // tpserve: one binary, one subcommand per role (see kUsage).
 #include <algorithm>
-#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -19,6 +18,8 @@
 #include "server/cli/serve_command.h"
 #include "server/cli/tokenize_command.h"
 #include "server/cli/worker_command.h"
+#include "server/common/flags/flag_names.h"
+#include "server/common/flags/sampling_flags.h"
 #include "server/coordinator/worker_pool.h"
 
 ABSL_FLAG(std::string, model, "", "Model: a GGUF file or a Hugging Face directory");
@@ -32,15 +33,8 @@ ABSL_FLAG(bool, render, false, "tokenize --chat: print the rendered prompt inste
 ABSL_FLAG(bool, skip_special, false, "tokenize --decode: leave special tokens out");
 ABSL_FLAG(std::string, chat_template, "", "tokenize --chat: a Jinja template file to use instead");
 ABSL_FLAG(int32_t, max_tokens, 128, "generate: largest number of tokens to generate");
-ABSL_FLAG(float, temperature, 0.0f, "generate: sampling temperature (0: greedy)");
-ABSL_FLAG(int32_t, top_k, 0, "generate: keep the k most likely tokens (0: off)");
-ABSL_FLAG(float, top_p, 1.0f, "generate: nucleus sampling mass in (0, 1] (1: off)");
-ABSL_FLAG(float, min_p, 0.0f, "generate: drop tokens below min_p times the top one (0: off)");
-ABSL_FLAG(float, repetition_penalty, 1.0f, "generate: repetition penalty (1: off)");
-ABSL_FLAG(float, frequency_penalty, 0.0f, "generate: frequency penalty in [-2, 2]");
-ABSL_FLAG(float, presence_penalty, 0.0f, "generate: presence penalty in [-2, 2]");
-ABSL_FLAG(uint64_t, seed, 0, "generate: random seed (same seed, same tokens)");
-ABSL_FLAG(uint32_t, logprobs, 0, "generate --json: report this many top alternatives");
+// generate's sampling flags (--temperature, --top_k, ..., --seed, --logprobs) are
+// server/common/flags/sampling_flags.h's, shared with tpserve-cli.
 ABSL_FLAG(bool, ignore_eos, false, "generate: keep going past the end-of-sequence token");
 ABSL_FLAG(bool, json, false, "generate: one JSON object per token, then a summary");
 ABSL_FLAG(bool, dequantize, false,
@@ -224,22 +218,11 @@ absl::Status CheckServeFlags() {
   return absl::OkStatus();
 }
 
-// absl flags are spelled with underscores; accept --max-tokens for --max_tokens too.
-void UnderscoreFlagNames(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--") == 0) break;
-    if (std::strncmp(argv[i], "--", 2) != 0) continue;
-    for (char* c = argv[i] + 2; *c != '\0' && *c != '='; ++c) {
-      if (*c == '-') *c = '_';
-    }
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  UnderscoreFlagNames(argc, argv);
+  tpserve::UnderscoreFlagNames(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = true;  // servers log to stderr (containers, systemd); glog would write files
   google::InitGoogleLogging(argv[0]);

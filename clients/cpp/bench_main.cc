@@ -22,6 +22,7 @@
 #include "clients/cpp/bench_report.h"
 #include "clients/cpp/generation_client.h"
 #include "clients/cpp/load_spec.h"
+#include "server/common/flags/flag_names.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "tpserve server, HOST:PORT");
 ABSL_FLAG(int64_t, requests, 64, "measured requests");
@@ -67,7 +68,9 @@ RequestRecord RunOne(const std::string& server, const tpserve::v1::GenerateReque
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "tpserve-bench --server HOST:PORT [--requests N] "
-      "[--concurrency C | --rate R] [--prompt_len D] [--output_len D]");
+      "[--concurrency C | --rate R] [--prompt_len D] [--output_len D]\n"
+      "flags may be written with dashes or underscores (--output-len = --output_len)");
+  tpserve::UnderscoreFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
   const std::string server = absl::GetFlag(FLAGS_server);
   auto prompt_len = tpserve::client::LengthDistribution::Parse(absl::GetFlag(FLAGS_prompt_len));

@@ -25,6 +25,8 @@
 #include "absl/time/clock.h"
 #include "clients/cpp/generation_client.h"
 #include "nlohmann/json.hpp"
+#include "server/common/flags/flag_names.h"
+#include "server/common/flags/sampling_flags.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "tpserve server, HOST:PORT");
 ABSL_FLAG(double, timeout_s, 0, "deadline of each call in seconds (0: none)");
@@ -32,18 +34,9 @@ ABSL_FLAG(bool, json, false, "generate: print one JSON object per streamed messa
 ABSL_FLAG(bool, chat_template, false, "generate: send PROMPT as a user chat message");
 ABSL_FLAG(std::string, system, "", "chat/generate --chat_template: a system message first");
 ABSL_FLAG(uint32_t, max_tokens, 256, "largest number of tokens to generate");
-ABSL_FLAG(float, temperature, 1.0f, "sampling temperature (0: greedy)");
-ABSL_FLAG(int32_t, top_k, 0, "keep the k most likely tokens (0: off)");
-ABSL_FLAG(float, top_p, 1.0f, "nucleus sampling mass in (0, 1]");
-ABSL_FLAG(float, min_p, 0.0f, "drop tokens below min_p times the top one");
-ABSL_FLAG(float, repetition_penalty, 1.0f, "repetition penalty (1: off)");
-ABSL_FLAG(float, frequency_penalty, 0.0f, "frequency penalty in [-2, 2]");
-ABSL_FLAG(float, presence_penalty, 0.0f, "presence penalty in [-2, 2]");
-ABSL_FLAG(uint64_t, seed, 0, "random seed (unset: the server draws one)");
 ABSL_FLAG(std::vector<std::string>, stop, {}, "stop strings, comma-separated");
 ABSL_FLAG(std::vector<std::string>, stop_token_ids, {}, "stop token ids, comma-separated");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating past the end-of-sequence token");
-ABSL_FLAG(uint32_t, logprobs, 0, "report this many top alternatives per token");
 ABSL_FLAG(std::string, request_id, "", "the request's id");
 ABSL_FLAG(bool, add_special_tokens, false, "tokenize: add BOS when the model asks for it");
 
@@ -62,9 +55,15 @@ constexpr char kUsage[] =
     "  chat [--system TEXT] [sampling flags]   (Ctrl-C cancels the current answer)\n"
     "  tokenize TEXT [--add_special_tokens]\n"
     "  info\n"
-    "  health\n";
+    "  health\n"
+    "sampling flags: --max_tokens --temperature --top_k --top_p --min_p --repetition_penalty\n"
+    "  --frequency_penalty --presence_penalty --seed --stop --stop_token_ids --ignore_eos\n"
+    "  --logprobs; --temperature to --seed are sent only when given, and the server's\n"
+    "  defaults apply without them (temperature 1, a seed it draws)\n"
+    "flags may be written with dashes or underscores (--max-tokens = --max_tokens)\n";
 
-// Names of the flags on the command line (absl keeps that private in this version).
+// Names of the flags on the command line (absl keeps that private in this version), with
+// underscores (after UnderscoreFlagNames).
 absl::flat_hash_set<std::string>& GivenFlags() {
   static auto* given = new absl::flat_hash_set<std::string>();
   return *given;
@@ -292,6 +291,7 @@ int RunInfo(GenerationClient& client) {
 
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  tpserve::UnderscoreFlagNames(argc, argv);
   RecordGivenFlags(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) return UsageError("no command");

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/kv_block.h"
 
 namespace tpserve::kernels::cpu {
 
@@ -28,7 +29,7 @@ struct PagedKvCache {
   float* k = nullptr;  // [num_blocks, block_size, n_kv_heads, head_dim]
   float* v = nullptr;  // [num_blocks, block_size, n_kv_heads, head_dim]
   int64_t num_blocks = 0;
-  int64_t block_size = 16;
+  int64_t block_size = kKvBlockSize;
   int64_t n_kv_heads = 0;  // KV heads held by this rank
   int64_t head_dim = 0;
 };

@@ -15,7 +15,7 @@ constexpr int64_t kColumnUnit = 24;
 // Target bytes of weights per column block, kept in L2 while all row tiles of x sweep over it.
 constexpr int64_t kColumnBlockBytes = 256 * 1024;
 
-// One MR x NR tile: y[i, j] (+)= dot(x[i, :], w[j, :]) for i < MR, j < NR.
+// One MR x NR tile: y[i, j] = dot(x[i, :], w[j, :]) for i < MR, j < NR.
 //   x: [MR, k] with row stride k; w: [NR, k] with row stride k; y: [MR, NR] with row stride ldy.
 // The per-element order (8-lane FMA chain over k, masked tail, HorizontalSum) is the same for
 // every MR and NR, which is what makes the result independent of the tiling.
@@ -24,7 +24,7 @@ constexpr int64_t kColumnBlockBytes = 256 * 1024;
 // right after this tile's): each k-step prefetches as many bytes of it as it consumes here, so
 // the DRAM stream runs one tile ahead (the rows are too short for the hardware prefetcher to
 // ramp up on its own).
-template <int MR, int NR, bool kAccumulate, bool kPrefetch>
+template <int MR, int NR, bool kPrefetch>
 void Tile(const float* x, const float* w, float* y, int64_t ldy, int64_t k, const float* next) {
   __m256 acc[MR][NR];
 #pragma GCC unroll 8
@@ -64,10 +64,7 @@ void Tile(const float* x, const float* w, float* y, int64_t ldy, int64_t k, cons
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) {
-      const float s = HorizontalSum(acc[i][j]);
-      y[i * ldy + j] = kAccumulate ? y[i * ldy + j] + s : s;
-    }
+    for (int j = 0; j < NR; ++j) y[i * ldy + j] = HorizontalSum(acc[i][j]);
   }
 }
 
@@ -81,31 +78,31 @@ constexpr int TileWidth(int mr) { return mr == 4 ? 3 : mr == 3 ? 4 : mr == 2 ? 6
 
 // Tiles of MR rows over columns [j0, j1). kPrefetch for the first row tile of a column block,
 // the one that pulls the block's weights from DRAM (later row tiles find them in L2).
-template <int MR, bool kAccumulate, bool kPrefetch>
+template <int MR, bool kPrefetch>
 void TileRow(const float* x, const float* w, float* y, int64_t ldy, int64_t k, int64_t j0,
              int64_t j1) {
   constexpr int NR = TileWidth(MR);
   constexpr bool kUsePrefetch = kPrefetch && NR > 1;
   int64_t j = j0;
   for (; j + NR <= j1; j += NR) {
-    Tile<MR, NR, kAccumulate, kUsePrefetch>(x, w + j * k, y + j, ldy, k, w + (j + NR) * k);
+    Tile<MR, NR, kUsePrefetch>(x, w + j * k, y + j, ldy, k, w + (j + NR) * k);
   }
   // Column tail: narrower tiles, same per-element order.
-  for (; j < j1; ++j) Tile<MR, 1, kAccumulate, false>(x, w + j * k, y + j, ldy, k, nullptr);
+  for (; j < j1; ++j) Tile<MR, 1, false>(x, w + j * k, y + j, ldy, k, nullptr);
 }
 
-template <bool kAccumulate, bool kPrefetch>
+template <bool kPrefetch>
 void RowTail(int64_t rows, const float* x, const float* w, float* y, int64_t ldy, int64_t k,
              int64_t j0, int64_t j1) {
   switch (rows) {
     case 3:
-      TileRow<3, kAccumulate, kPrefetch>(x, w, y, ldy, k, j0, j1);
+      TileRow<3, kPrefetch>(x, w, y, ldy, k, j0, j1);
       break;
     case 2:
-      TileRow<2, kAccumulate, kPrefetch>(x, w, y, ldy, k, j0, j1);
+      TileRow<2, kPrefetch>(x, w, y, ldy, k, j0, j1);
       break;
     case 1:
-      TileRow<1, kAccumulate, kPrefetch>(x, w, y, ldy, k, j0, j1);
+      TileRow<1, kPrefetch>(x, w, y, ldy, k, j0, j1);
       break;
     default:
       break;
@@ -113,7 +110,6 @@ void RowTail(int64_t rows, const float* x, const float* w, float* y, int64_t ldy
 }
 
 // Columns [j0, j1) of y, all m rows.
-template <bool kAccumulate>
 void MatmulColumns(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
                    int64_t j0, int64_t j1) {
   const int64_t row_bytes = std::max<int64_t>(k, 1) * static_cast<int64_t>(sizeof(float));
@@ -122,34 +118,15 @@ void MatmulColumns(const float* x, const float* w, float* y, int64_t m, int64_t 
   for (int64_t jb = j0; jb < j1; jb += block) {
     const int64_t je = std::min(j1, jb + block);
     if (m < 4) {
-      RowTail<kAccumulate, true>(m, x, w, y, n, k, jb, je);
+      RowTail<true>(m, x, w, y, n, k, jb, je);
       continue;
     }
-    TileRow<4, kAccumulate, true>(x, w, y, n, k, jb, je);
+    TileRow<4, true>(x, w, y, n, k, jb, je);
     int64_t i = 4;
     for (; i + 4 <= m; i += 4) {
-      TileRow<4, kAccumulate, false>(x + i * k, w, y + i * n, n, k, jb, je);
+      TileRow<4, false>(x + i * k, w, y + i * n, n, k, jb, je);
     }
-    RowTail<kAccumulate, false>(m - i, x + i * k, w, y + i * n, n, k, jb, je);
-  }
-}
-
-template <bool kAccumulate>
-void Matmul(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
-            ThreadPool* pool) {
-  CHECK_GE(m, 0);
-  CHECK_GE(n, 0);
-  CHECK_GE(k, 0);
-  if (m == 0 || n == 0) return;
-  const int64_t units = (n + kColumnUnit - 1) / kColumnUnit;
-  auto run = [&](int64_t begin, int64_t end) {
-    MatmulColumns<kAccumulate>(x, w, y, m, n, k, begin * kColumnUnit,
-                               std::min(n, end * kColumnUnit));
-  };
-  if (pool == nullptr) {
-    run(0, units);
-  } else {
-    pool->ParallelFor(units, run);
+    RowTail<false>(m - i, x + i * k, w, y + i * n, n, k, jb, je);
   }
 }
 
@@ -157,12 +134,19 @@ void Matmul(const float* x, const float* w, float* y, int64_t m, int64_t n, int6
 
 void MatmulF32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
                ThreadPool* pool) {
-  Matmul<false>(x, w, y, m, n, k, pool);
-}
-
-void MatmulF32Accumulate(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
-                         ThreadPool* pool) {
-  Matmul<true>(x, w, y, m, n, k, pool);
+  CHECK_GE(m, 0);
+  CHECK_GE(n, 0);
+  CHECK_GE(k, 0);
+  if (m == 0 || n == 0) return;
+  const int64_t units = (n + kColumnUnit - 1) / kColumnUnit;
+  auto run = [&](int64_t begin, int64_t end) {
+    MatmulColumns(x, w, y, m, n, k, begin * kColumnUnit, std::min(n, end * kColumnUnit));
+  };
+  if (pool == nullptr) {
+    run(0, units);
+  } else {
+    pool->ParallelFor(units, run);
+  }
 }
 
 }  // namespace tpserve::kernels::cpu

@@ -27,11 +27,6 @@ namespace tpserve::kernels::cpu {
 void MatmulF32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
                ThreadPool* pool);
 
-// y += x · wᵀ (same shapes; y[i, j] = y[i, j] + dot(x[i, :], w[j, :]), the dot computed exactly
-// as in MatmulF32, then added once). For residual connections fused into the output projection.
-void MatmulF32Accumulate(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
-                         ThreadPool* pool);
-
 }  // namespace tpserve::kernels::cpu
 
 #endif  // TPSERVE_KERNELS_CPU_MATMUL_H_

@@ -55,17 +55,6 @@ TEST(MatmulTest, MatchesReferenceRealisticShapes) {
   CheckAgainstReference(1, 960, 576, nullptr);  // fused QKV, no pool
 }
 
-TEST(MatmulTest, AccumulateAddsOnceToExistingValues) {
-  const int64_t m = 3, n = 37, k = 65;
-  const std::vector<float> x = RandomVector(m * k, 11);   // [m, k]
-  const std::vector<float> w = RandomVector(n * k, 12);   // [n, k]
-  const std::vector<float> y0 = RandomVector(m * n, 13);  // [m, n]
-  std::vector<float> prod(m * n), acc = y0;
-  MatmulF32(x.data(), w.data(), prod.data(), m, n, k, nullptr);
-  MatmulF32Accumulate(x.data(), w.data(), acc.data(), m, n, k, nullptr);
-  for (int64_t i = 0; i < m * n; ++i) EXPECT_EQ(acc[i], y0[i] + prod[i]) << i;
-}
-
 // Row r of an M-row call is bit-identical to the M=1 call on that row, for M across every
 // tiling remainder and for tails in n and k.
 TEST(MatmulTest, BatchInvariant) {

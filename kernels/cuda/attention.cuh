@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "kernels/kv_block.h"
+
 namespace tpserve::cuda {
 
 struct PagedAttentionArgs {
@@ -35,7 +37,7 @@ struct PagedAttentionArgs {
   // This layer: [num_blocks, block_size, n_kv_heads, head_dim], 16-byte aligned.
   __nv_bfloat16* k_cache = nullptr;
   __nv_bfloat16* v_cache = nullptr;
-  int64_t block_size = 16;
+  int64_t block_size = kKvBlockSize;
 
   // Step metadata (device copies of an AttentionPlan and the block tables).
   // [m] cache slot of each new token (block * block_size + off); rows with a negative slot are

@@ -9,13 +9,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/kv_block.h"
+
 namespace tpserve::cuda {
 
 struct AttentionPlanOptions {
   int32_t prefill_tile_queries = 16;  // query tokens per prefill tile
   int32_t min_split_keys = 256;       // a decode split covers at least this many keys ...
   int32_t max_splits = 16;            // ... and a sequence has at most this many splits
-  int32_t block_size = 16;            // split boundaries are multiples of the KV block size
+  int32_t block_size = kKvBlockSize;  // split boundaries are multiples of the KV block size
 };
 
 struct AttentionPlan {

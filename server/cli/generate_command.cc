@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/kv_block.h"
 #include "nlohmann/json.hpp"
 #include "server/cli/local_step_runner.h"
 #include "server/cli/remote_step_runner.h"
@@ -19,9 +20,6 @@
 
 namespace tpserve::cli {
 namespace {
-
-// Tokens per KV block of the sequence (the engine's and the workers' default).
-constexpr int64_t kKvBlockSize = 16;
 
 absl::StatusOr<std::vector<int32_t>> PromptIds(const model::Tokenizer& tokenizer,
                                                const GenerateOptions& options) {

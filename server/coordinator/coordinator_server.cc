@@ -34,28 +34,9 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
   }
 };
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
-    CoordinatorOptions options) {
-  if (options.pool.workers.empty()) {
-    return absl::InvalidArgumentError("coordinator: no workers given");
-  }
-  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
-  ASSIGN_OR_RETURN(s->tokenizer_, model::Tokenizer::Load(options.model_path));
-  ASSIGN_OR_RETURN(std::unique_ptr<model::WeightSource> weights,
-                   model::OpenWeightSource(options.model_path));
-  const model::ModelConfig config = weights->config();
-  weights.reset();
-  if (absl::StatusOr<std::unique_ptr<model::ChatPrompt>> chat =
-          model::ChatPrompt::Create(*s->tokenizer_);
-      chat.ok()) {
-    s->chat_ = *std::move(chat);
-  } else {
-    LOG(WARNING) << "chat messages will be refused: " << chat.status();
-  }
-
-  ServingLimits& limits = options.limits;
+// The limits capped by the model: prompt + output within its context length, and a prompt or
+// an output at most that less one token.
+ServingLimits CapLimits(ServingLimits limits, const model::ModelConfig& config) {
   if (limits.max_total_tokens > config.context_length) {
     LOG(INFO) << "max_total_tokens " << limits.max_total_tokens
               << " capped at the model's context length " << config.context_length;
@@ -63,36 +44,22 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   }
   limits.max_input_tokens = std::min(limits.max_input_tokens, limits.max_total_tokens - 1);
   limits.max_new_tokens = std::min(limits.max_new_tokens, limits.max_total_tokens - 1);
-  options.engine.max_queue = limits.max_queue;
-  s->validator_ = std::make_unique<RequestValidator>(*s->tokenizer_, s->chat_.get(), limits);
+  return limits;
+}
 
-  options.pool.model_path = options.model_path;
-  const int world = static_cast<int>(options.pool.workers.size());
-  if (!options.metrics_listen.empty()) {
-    ASSIGN_OR_RETURN(s->metrics_server_, MetricsServer::Start(options.metrics_listen));
-    s->registry_ = s->metrics_server_->shared_registry();
-  } else {
-    s->registry_ = std::make_shared<prometheus::Registry>();
-  }
-  s->metrics_ = std::make_unique<ServingMetrics>(*s->registry_, world);
-  s->pool_ = std::make_unique<WorkerPool>(options.pool);
-  if (!options.step_trace_file.empty()) {
-    ASSIGN_OR_RETURN(s->step_trace_, StepTrace::Open(options.step_trace_file));
-    options.engine.step_trace = s->step_trace_.get();
-  }
-  CoordinatorServer* self = s.get();
-  s->engine_ = std::make_unique<BatchEngine>(options.engine, s->pool_.get(), *s->tokenizer_,
-                                             s->metrics_.get(),
-                                             [self](bool ready) { self->SetServing(ready); });
-
+// What GetModelInfo answers before the world is up: the model, the world asked for, the limits.
+tpserve::v1::ModelInfo DescribeModel(const CoordinatorOptions& options,
+                                     const model::ModelConfig& config,
+                                     const model::Tokenizer& tokenizer) {
+  const ServingLimits& limits = options.limits;
   tpserve::v1::ModelInfo info;
   info.set_model_name(config.name.empty()
                           ? std::filesystem::path(options.model_path).filename().string()
                           : config.name);
   info.set_architecture(config.architecture);
   info.set_context_length(static_cast<uint32_t>(config.context_length));
-  info.set_vocab_size(static_cast<uint32_t>(s->tokenizer_->vocab_size()));
-  info.set_world_size(static_cast<uint32_t>(world));
+  info.set_vocab_size(static_cast<uint32_t>(tokenizer.vocab_size()));
+  info.set_world_size(static_cast<uint32_t>(options.pool.workers.size()));
   // What was asked for ("auto", "shm", "gloo", "nccl") until the world says what it built.
   info.set_backend(absl::AsciiStrToLower(
       absl::StripPrefix(tpserve::v1::CommBackend_Name(options.pool.backend), "COMM_BACKEND_")));
@@ -102,24 +69,87 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   info.set_max_queue(limits.max_queue);
   info.set_max_stop_sequences(limits.max_stop_sequences);
   info.set_kv_block_size(options.pool.kv_block_size);
-  info.set_eos_token_id(s->tokenizer_->eos_id());
-  info.set_bos_token_id(s->tokenizer_->bos_id());
-  s->service_ = std::make_unique<GenerationService>(
-      *s->tokenizer_, *s->validator_, s->engine_.get(), s->metrics_.get(), std::move(info));
+  info.set_eos_token_id(tokenizer.eos_id());
+  info.set_bos_token_id(tokenizer.bos_id());
+  return info;
+}
 
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    CoordinatorOptions options) {
+  if (options.pool.workers.empty()) {
+    return absl::InvalidArgumentError("coordinator: no workers given");
+  }
+  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
+  ASSIGN_OR_RETURN(const model::ModelConfig config, s->LoadModel(options.model_path));
+  options.limits = CapLimits(options.limits, config);
+  options.engine.max_queue = options.limits.max_queue;
+  s->validator_ =
+      std::make_unique<RequestValidator>(*s->tokenizer_, s->chat_.get(), options.limits);
+  options.pool.model_path = options.model_path;
+  RETURN_IF_ERROR(
+      s->StartMetrics(options.metrics_listen, static_cast<int>(options.pool.workers.size())));
+  RETURN_IF_ERROR(s->CreateEngine(options));
+  s->service_ = std::make_unique<GenerationService>(*s->tokenizer_, *s->validator_,
+                                                    s->engine_.get(), s->metrics_.get(),
+                                                    DescribeModel(options, config, *s->tokenizer_));
+  RETURN_IF_ERROR(s->Listen(options.listen, options.reflection));
+  s->engine_->Start();
+  return s;
+}
+
+absl::StatusOr<model::ModelConfig> CoordinatorServer::LoadModel(const std::string& model_path) {
+  ASSIGN_OR_RETURN(tokenizer_, model::Tokenizer::Load(model_path));
+  ASSIGN_OR_RETURN(std::unique_ptr<model::WeightSource> weights,
+                   model::OpenWeightSource(model_path));
+  model::ModelConfig config = weights->config();
+  weights.reset();
+  if (absl::StatusOr<std::unique_ptr<model::ChatPrompt>> chat =
+          model::ChatPrompt::Create(*tokenizer_);
+      chat.ok()) {
+    chat_ = *std::move(chat);
+  } else {
+    LOG(WARNING) << "chat messages will be refused: " << chat.status();
+  }
+  return config;
+}
+
+absl::Status CoordinatorServer::StartMetrics(const std::string& metrics_listen, int world_size) {
+  if (!metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(metrics_server_, MetricsServer::Start(metrics_listen));
+    registry_ = metrics_server_->shared_registry();
+  } else {
+    registry_ = std::make_shared<prometheus::Registry>();
+  }
+  metrics_ = std::make_unique<ServingMetrics>(*registry_, world_size);
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorServer::CreateEngine(CoordinatorOptions& options) {
+  pool_ = std::make_unique<WorkerPool>(options.pool);
+  if (!options.step_trace_file.empty()) {
+    ASSIGN_OR_RETURN(step_trace_, StepTrace::Open(options.step_trace_file));
+    options.engine.step_trace = step_trace_.get();
+  }
+  engine_ = std::make_unique<BatchEngine>(options.engine, pool_.get(), *tokenizer_, metrics_.get(),
+                                          [this](bool ready) { SetServing(ready); });
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorServer::Listen(const std::string& listen, bool reflection) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  if (!options.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
-  builder.RegisterService(s->service_.get());
-  s->server_ = builder.BuildAndStart();
-  if (s->server_ == nullptr || s->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("coordinator: cannot listen on ", options.listen));
+  if (!reflection) builder.SetOption(std::make_unique<WithoutReflection>());
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port_);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("coordinator: cannot listen on ", listen));
   }
-  s->server_->GetHealthCheckService()->SetServingStatus(false);
-  s->engine_->Start();
-  return s;
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  return absl::OkStatus();
 }
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }

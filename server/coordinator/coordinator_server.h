@@ -23,6 +23,7 @@
 #include "server/coordinator/step_trace.h"
 #include "server/coordinator/worker_pool.h"
 #include "server/model/chat_prompt.h"
+#include "server/model/model_config.h"
 #include "server/model/tokenizer.h"
 
 namespace tpserve::coordinator {
@@ -55,6 +56,17 @@ class CoordinatorServer {
 
  private:
   CoordinatorServer() = default;
+  // The steps of Start, in order.
+  // The tokenizer and chat template (chat messages are refused without one); the model's
+  // configuration, read without loading its weights.
+  absl::StatusOr<model::ModelConfig> LoadModel(const std::string& model_path);
+  // The Prometheus endpoint (when metrics_listen is set) and the serving metrics.
+  absl::Status StartMetrics(const std::string& metrics_listen, int world_size);
+  // The worker pool, the step trace (when asked for; filled into options.engine) and the batch
+  // engine, not started yet.
+  absl::Status CreateEngine(CoordinatorOptions& options);
+  // The gRPC server on `listen` (health NOT_SERVING until the world is ready).
+  absl::Status Listen(const std::string& listen, bool reflection);
   void SetServing(bool serving);
 
   std::unique_ptr<model::Tokenizer> tokenizer_;

@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "kernels/kv_block.h"
 #include "server/comm/shm/step_link.h"
 #include "server/comm/store.h"
 #include "tpserve/v1/worker.grpc.pb.h"
@@ -42,7 +43,7 @@ struct WorkerPoolOptions {
   std::vector<std::string> workers;        // "host:port" of each worker; position = rank
   std::string model_path;                  // as the workers see it
   uint64_t kv_budget_bytes = 64ull << 20;  // per worker
-  uint32_t kv_block_size = 16;             // tokens per KV block
+  uint32_t kv_block_size = kKvBlockSize;   // tokens per KV block
   uint32_t threads = 0;                    // compute threads per worker (0: its default)
   bool dequantize = false;                 // exact mode: workers dequantise weights at load
   // How the workers talk: AUTO (CPU workers: shared memory on one host, else Gloo; GPU workers:

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/kv_block.h"
 #include "server/engine/step_batch.h"
 #include "server/engine/tensor.h"
 #include "server/model/model_config.h"
@@ -28,7 +29,7 @@ namespace tpserve::engine {
 struct KvCacheShape {
   int64_t n_layers = 0;
   int64_t num_blocks = 0;
-  int64_t block_size = 16;
+  int64_t block_size = kKvBlockSize;
   int64_t n_kv_heads = 0;  // the rank's KV heads
   int64_t head_dim = 0;
 };

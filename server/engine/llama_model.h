@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/kv_block.h"
 #include "server/comm/communicator.h"
 #include "server/engine/backend.h"
 #include "server/engine/step_batch.h"
@@ -25,7 +26,7 @@ namespace tpserve::engine {
 struct EngineOptions {
   int64_t max_batch_tokens = 512;         // tokens in one step (prefill chunks + decodes)
   int64_t max_logit_rows = 256;           // sequences that want logits in one step
-  int64_t kv_block_size = 16;             // tokens per KV block
+  int64_t kv_block_size = kKvBlockSize;   // tokens per KV block
   int64_t kv_budget_bytes = 256ll << 20;  // memory for the KV cache on this rank
   int64_t kv_blocks = 0;                  // when > 0: exactly this many blocks (budget unused)
   bool dequantize = false;  // exact mode: every weight dequantised to the backend's weight_dtype

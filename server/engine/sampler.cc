@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -83,92 +84,117 @@ void ApplyPenalties(absl::Span<float> logits, const SamplingParams& p,
   }
 }
 
-SampleResult Sampler::Sample(absl::Span<const float> logits, const SamplingParams& p,
-                             const TokenHistory& history, uint64_t index) {
+TemperedLogits Temper(absl::Span<const float> logits, float temperature) {
   const auto vocab = static_cast<int32_t>(logits.size());
-  scratch_logits_.assign(logits.begin(), logits.end());
-  ApplyPenalties(absl::MakeSpan(scratch_logits_), p, history);
-  const float* l = scratch_logits_.data();
-
-  // The reported distribution: softmax(l / t) over the whole vocabulary (t = 1 if greedy).
-  const double t = p.temperature > 0.0f ? p.temperature : 1.0;
+  TemperedLogits tempered;
+  tempered.temperature = temperature > 0.0f ? temperature : 1.0;
+  const double t = tempered.temperature;
   int32_t argmax = 0;
   for (int32_t i = 1; i < vocab; ++i) {
-    if (l[i] > l[argmax]) argmax = i;
+    if (logits[i] > logits[argmax]) argmax = i;
   }
-  const double max_scaled = l[argmax] / t;
+  tempered.argmax = argmax;
+  tempered.max_scaled = logits[argmax] / t;
   double sum = 0.0;
-  for (int32_t i = 0; i < vocab; ++i) sum += std::exp(l[i] / t - max_scaled);
-  const double log_z = max_scaled + std::log(sum);
-  auto logprob_of = [&](int32_t id) { return static_cast<float>(l[id] / t - log_z); };
+  for (int32_t i = 0; i < vocab; ++i) sum += std::exp(logits[i] / t - tempered.max_scaled);
+  tempered.log_z = tempered.max_scaled + std::log(sum);
+  return tempered;
+}
+
+void TopK(absl::Span<const float> logits, int32_t k, std::vector<int32_t>* candidates) {
+  const auto vocab = static_cast<int32_t>(logits.size());
+  candidates->resize(vocab);
+  std::iota(candidates->begin(), candidates->end(), 0);
+  const ByLogitDesc order{logits.data()};
+  if (k > 0 && k < vocab) {
+    std::partial_sort(candidates->begin(), candidates->begin() + k, candidates->end(), order);
+    candidates->resize(k);
+  } else {
+    std::sort(candidates->begin(), candidates->end(), order);
+  }
+}
+
+double CandidateWeights(absl::Span<const float> logits, const TemperedLogits& tempered,
+                        absl::Span<const int32_t> candidates, std::vector<double>* weights) {
+  weights->resize(candidates.size());
+  double total = 0.0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    (*weights)[i] = std::exp(logits[candidates[i]] / tempered.temperature - tempered.max_scaled);
+    total += (*weights)[i];
+  }
+  return total;
+}
+
+size_t TopP(absl::Span<const double> weights, double total, float top_p) {
+  if (!(top_p < 1.0f)) return weights.size();
+  double cumulative = 0.0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    cumulative += weights[i];
+    if (cumulative >= top_p * total) return i + 1;
+  }
+  return weights.size();
+}
+
+size_t MinP(absl::Span<const double> weights, size_t keep, float min_p) {
+  if (!(min_p > 0.0f)) return keep;
+  const double floor = min_p * weights[0];
+  size_t n = 1;
+  while (n < keep && weights[n] >= floor) ++n;
+  return n;
+}
+
+size_t Draw(absl::Span<const double> weights, size_t keep, double uniform) {
+  double kept_total = 0.0;
+  for (size_t i = 0; i < keep; ++i) kept_total += weights[i];
+  const double u = uniform * kept_total;
+  double cumulative = 0.0;
+  for (size_t i = 0; i < keep; ++i) {
+    cumulative += weights[i];
+    if (u < cumulative) return i;
+  }
+  return keep - 1;
+}
+
+std::vector<TokenLogprob> TopLogprobs(absl::Span<const float> logits,
+                                      const TemperedLogits& tempered, uint32_t n,
+                                      std::vector<int32_t>* scratch) {
+  const auto vocab = static_cast<int32_t>(logits.size());
+  const int32_t count = std::min<int32_t>(static_cast<int32_t>(n), vocab);
+  scratch->resize(vocab);
+  std::iota(scratch->begin(), scratch->end(), 0);
+  std::partial_sort(scratch->begin(), scratch->begin() + count, scratch->end(),
+                    ByLogitDesc{logits.data()});
+  std::vector<TokenLogprob> top;
+  top.reserve(count);
+  for (int32_t i = 0; i < count; ++i) {
+    top.push_back({(*scratch)[i], tempered.Logprob(logits, (*scratch)[i])});
+  }
+  return top;
+}
+
+SampleResult Sampler::Sample(absl::Span<const float> logits, const SamplingParams& p,
+                             const TokenHistory& history, uint64_t index) {
+  scratch_logits_.assign(logits.begin(), logits.end());
+  ApplyPenalties(absl::MakeSpan(scratch_logits_), p, history);
+  const absl::Span<const float> penalised = scratch_logits_;
+  const TemperedLogits tempered = Temper(penalised, p.temperature);
 
   SampleResult result;
-  if (p.temperature == 0.0f) {
-    result.token_id = argmax;
-  } else {
-    candidates_.resize(vocab);
-    for (int32_t i = 0; i < vocab; ++i) candidates_[i] = i;
-    const ByLogitDesc order{l};
-    if (p.top_k > 0 && p.top_k < vocab) {
-      std::partial_sort(candidates_.begin(), candidates_.begin() + p.top_k, candidates_.end(),
-                        order);
-      candidates_.resize(p.top_k);
-    } else {
-      std::sort(candidates_.begin(), candidates_.end(), order);
-    }
-    // probs_[i]: unnormalised probability of candidates_[i], in decreasing order.
-    probs_.resize(candidates_.size());
-    double total = 0.0;
-    for (size_t i = 0; i < candidates_.size(); ++i) {
-      probs_[i] = std::exp(l[candidates_[i]] / t - max_scaled);
-      total += probs_[i];
-    }
-    size_t keep = candidates_.size();
-    if (p.top_p < 1.0f) {
-      double cumulative = 0.0;
-      for (size_t i = 0; i < keep; ++i) {
-        cumulative += probs_[i];
-        if (cumulative >= p.top_p * total) {
-          keep = i + 1;
-          break;
-        }
-      }
-    }
-    if (p.min_p > 0.0f) {
-      const double floor = p.min_p * probs_[0];
-      size_t n = 1;
-      while (n < keep && probs_[n] >= floor) ++n;
-      keep = n;
-    }
-    double kept_total = 0.0;
-    for (size_t i = 0; i < keep; ++i) kept_total += probs_[i];
-    const double u = PhiloxUniform(p.seed, index) * kept_total;
-    size_t chosen = keep - 1;
-    double cumulative = 0.0;
-    for (size_t i = 0; i < keep; ++i) {
-      cumulative += probs_[i];
-      if (u < cumulative) {
-        chosen = i;
-        break;
-      }
-    }
-    result.token_id = candidates_[chosen];
-  }
-  result.logprob = logprob_of(result.token_id);
-
-  if (p.logprobs > 0) {
-    const int32_t n = std::min<int32_t>(static_cast<int32_t>(p.logprobs), vocab);
-    candidates_.resize(vocab);
-    for (int32_t i = 0; i < vocab; ++i) candidates_[i] = i;
-    std::partial_sort(candidates_.begin(), candidates_.begin() + n, candidates_.end(),
-                      ByLogitDesc{l});
-    for (int32_t i = 0; i < n; ++i) {
-      result.top.push_back({candidates_[i], logprob_of(candidates_[i])});
-    }
-  }
+  result.token_id =
+      p.temperature == 0.0f ? tempered.argmax : DrawTruncated(penalised, tempered, p, index);
+  result.logprob = tempered.Logprob(penalised, result.token_id);
+  if (p.logprobs > 0) result.top = TopLogprobs(penalised, tempered, p.logprobs, &candidates_);
   result.is_stop = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), result.token_id) !=
                    p.stop_token_ids.end();
   return result;
+}
+
+int32_t Sampler::DrawTruncated(absl::Span<const float> logits, const TemperedLogits& tempered,
+                               const SamplingParams& p, uint64_t index) {
+  TopK(logits, p.top_k, &candidates_);
+  const double total = CandidateWeights(logits, tempered, candidates_, &weights_);
+  const size_t keep = MinP(weights_, TopP(weights_, total, p.top_p), p.min_p);
+  return candidates_[Draw(weights_, keep, PhiloxUniform(p.seed, index))];
 }
 
 }  // namespace tpserve::engine

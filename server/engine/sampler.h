@@ -3,9 +3,16 @@
 // a counter-based draw so that the i-th token of a request is a pure function of
 // (seed, i, logits); log-probabilities of the chosen token and the top n.
 // Stateless apart from scratch buffers: one Sampler per thread.
+//
+// Sample is a chain of steps, each a pure function declared below the class and testable
+// alone, in the order it runs them: ApplyPenalties, Temper, TopK, TopP, MinP, Draw.
+// Shapes: logits are [vocab]; after TopK, `candidates` are token ids in decreasing logit order
+// and `weights` are aligned with them ([n_candidates]); a truncation step returns how many of
+// the leading candidates stay (`keep`), and Draw picks among those.
 #ifndef TPSERVE_SERVER_ENGINE_SAMPLER_H_
 #define TPSERVE_SERVER_ENGINE_SAMPLER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -50,6 +57,20 @@ struct SampleResult {
 // Checks the ranges the proto documents; InvalidArgument naming the field otherwise.
 absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_size);
 
+// softmax(logits / t) over the whole vocabulary, kept as its normaliser (t = 1 when greedy,
+// temperature 0): what Temper (step 2) computes. Logprobs are reported under it.
+struct TemperedLogits {
+  double temperature = 1.0;  // t
+  int32_t argmax = 0;        // the highest logit; the lowest id wins a tie
+  double max_scaled = 0.0;   // logits[argmax] / t
+  double log_z = 0.0;        // log sum_i exp(logits[i] / t)
+
+  // log softmax(logits / t)[id].
+  float Logprob(absl::Span<const float> logits, int32_t id) const {
+    return static_cast<float>(logits[id] / temperature - log_z);
+  }
+};
+
 class Sampler {
  public:
   // Samples from `logits` ([vocab]); `index` is the position of the token among the
@@ -58,15 +79,51 @@ class Sampler {
                       const TokenHistory& history, uint64_t index);
 
  private:
-  // Penalised logits, then candidate ids, reused across calls.
+  // Top-k, top-p, min-p, then the draw, over the penalised logits (temperature > 0).
+  int32_t DrawTruncated(absl::Span<const float> logits, const TemperedLogits& tempered,
+                        const SamplingParams& params, uint64_t index);
+
+  // Penalised logits, candidate ids and their weights, reused across calls.
   std::vector<float> scratch_logits_;
   std::vector<int32_t> candidates_;
-  std::vector<double> probs_;
+  std::vector<double> weights_;
 };
 
-// Applies the three penalties to `logits` in place (exposed for tests).
+// 1. Penalties: the repetition penalty over prompt and generated tokens (each distinct token
+// once: positive logits divided by it, negative ones multiplied), then the frequency and
+// presence penalties over generated tokens. In place; ids outside [0, vocab) are ignored.
 void ApplyPenalties(absl::Span<float> logits, const SamplingParams& params,
                     const TokenHistory& history);
+
+// 2. Temperature: the TemperedLogits of the penalised logits.
+TemperedLogits Temper(absl::Span<const float> logits, float temperature);
+
+// 3. Top-k: writes to `candidates` the ids of the k highest logits in decreasing order (the
+// lower id first on a tie); every id, in that order, when k is 0 (off) or >= vocab.
+void TopK(absl::Span<const float> logits, int32_t k, std::vector<int32_t>* candidates);
+
+// The candidates' unnormalised probabilities exp(logits[id] / t - max_scaled) (each at most 1)
+// into `weights`, aligned with `candidates`; returns their sum.
+double CandidateWeights(absl::Span<const float> logits, const TemperedLogits& tempered,
+                        absl::Span<const int32_t> candidates, std::vector<double>* weights);
+
+// 4. Top-p: how many of the leading `weights` (decreasing, summing to `total`) form the
+// smallest prefix reaching top_p * total; all of them when top_p is 1 (off).
+size_t TopP(absl::Span<const double> weights, double total, float top_p);
+
+// 5. Min-p: how many of the first `keep` weights are at least min_p times the first (the
+// largest), the first always staying; `keep` when min_p is 0 (off).
+size_t MinP(absl::Span<const double> weights, size_t keep, float min_p);
+
+// 6. Draw: the index i < keep at which uniform * sum(weights[0, keep)) falls in the cumulative
+// weights; `uniform` in [0, 1) (PhiloxUniform of the seed and index). keep >= 1.
+size_t Draw(absl::Span<const double> weights, size_t keep, double uniform);
+
+// The n best tokens under `tempered` (n clamped to the vocabulary), best first, with their
+// logprobs; `scratch` is reused for the ids.
+std::vector<TokenLogprob> TopLogprobs(absl::Span<const float> logits,
+                                      const TemperedLogits& tempered, uint32_t n,
+                                      std::vector<int32_t>* scratch);
 
 }  // namespace tpserve::engine
 

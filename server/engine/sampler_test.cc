@@ -214,6 +214,117 @@ TEST(SamplerTest, StopTokenIds) {
   EXPECT_FALSE(sampler.Sample(kLogits, p, {}, 0).is_stop);
 }
 
+// A 64-token vocabulary with distinct, exactly representable logits in [-4, 3.875].
+std::vector<float> PinnedLogits() {
+  std::vector<float> logits(64);
+  for (int i = 0; i < 64; ++i) logits[i] = static_cast<float>((i * 37) % 64) / 8.0f - 4.0f;
+  return logits;
+}
+
+// The first eight draws (counters 0..7) of a few seeded configurations, token and logprob bit
+// for bit, as the sampler made them when this test was written: whatever the sampler's code
+// becomes, the same seed must keep giving the same tokens.
+TEST(SamplerTest, SeededDrawsArePinned) {
+  struct Case {
+    const char* name;
+    SamplingParams params;
+    bool with_history;
+    std::vector<TokenLogprob> draws;
+  };
+  auto params = [](float t, int32_t k, float top_p, float min_p, uint64_t seed) {
+    SamplingParams p;
+    p.temperature = t;
+    p.top_k = k;
+    p.top_p = top_p;
+    p.min_p = min_p;
+    p.seed = seed;
+    return p;
+  };
+  SamplingParams combined = params(1.1f, 20, 0.9f, 0.02f, 2024);
+  combined.repetition_penalty = 1.3f;
+  combined.frequency_penalty = 0.4f;
+  combined.presence_penalty = 0.2f;
+  combined.logprobs = 3;
+  const std::vector<Case> cases = {
+      {"temperature",
+       params(0.7f, 0, 1.0f, 0.0f, 42),
+       false,
+       {{50, -0x1.5a0e98p+1f},
+        {27, -0x1.862bdep+2f},
+        {62, -0x1.b57c4ep+1f},
+        {24, -0x1.87c572p+1f},
+        {57, -0x1.157c4ep+1f},
+        {57, -0x1.157c4ep+1f},
+        {38, -0x1.fd41cp+0f},
+        {57, -0x1.157c4ep+1f}}},
+      {"top_k",
+       params(1.3f, 10, 1.0f, 0.0f, 7),
+       false,
+       {{62, -0x1.a05a44p+1f},
+        {12, -0x1.5681a6p+1f},
+        {19, -0x1.319556p+1f},
+        {57, -0x1.4a32ep+1f},
+        {57, -0x1.4a32ep+1f},
+        {57, -0x1.4a32ep+1f},
+        {24, -0x1.87bcbap+1f},
+        {38, -0x1.3de41cp+1f}}},
+      {"top_p",
+       params(1.0f, 0, 0.8f, 0.0f, 99),
+       false,
+       {{5, -0x1.720adp+1f},
+        {24, -0x1.820adp+1f},
+        {12, -0x1.420adp+1f},
+        {24, -0x1.820adp+1f},
+        {38, -0x1.220adp+1f},
+        {24, -0x1.820adp+1f},
+        {50, -0x1.620adp+1f},
+        {38, -0x1.220adp+1f}}},
+      {"min_p",
+       params(0.9f, 0, 1.0f, 0.05f, 5),
+       false,
+       {{62, -0x1.a57364p+1f},
+        {57, -0x1.29019cp+1f},
+        {41, -0x1.22b9b2p+2f},
+        {24, -0x1.81e52ap+1f},
+        {24, -0x1.81e52ap+1f},
+        {31, -0x1.4c8fd6p+1f},
+        {34, -0x1.3d645cp+2f},
+        {5, -0x1.701e0ep+1f}}},
+      {"combined",
+       combined,
+       true,
+       {{24, -0x1.7501a8p+1f},
+        {57, -0x1.2c477ap+1f},
+        {50, -0x1.57ea64p+1f},
+        {43, -0x1.838d4cp+1f},
+        {19, -0x1.0f3034p+1f},
+        {50, -0x1.57ea64p+1f},
+        {5, -0x1.0018fep+2f},
+        {57, -0x1.2c477ap+1f}}},
+  };
+  const std::vector<float> logits = PinnedLogits();
+  const std::vector<int32_t> prompt = {3, 5, 5, 9};
+  const std::vector<int32_t> generated = {5, 12, 12, 40};
+  Sampler sampler;
+  for (const Case& c : cases) {
+    const TokenHistory history = c.with_history ? TokenHistory{prompt, generated} : TokenHistory{};
+    for (size_t i = 0; i < c.draws.size(); ++i) {
+      const SampleResult r = sampler.Sample(logits, c.params, history, i);
+      EXPECT_EQ(r.token_id, c.draws[i].token_id) << c.name << " draw " << i;
+      EXPECT_EQ(r.logprob, c.draws[i].logprob) << c.name << " draw " << i;
+      if (c.params.logprobs == 0) continue;
+      // Penalties and temperature shape the reported top too.
+      ASSERT_EQ(r.top.size(), 3u) << c.name;
+      EXPECT_EQ(r.top[0].token_id, 19);
+      EXPECT_EQ(r.top[0].logprob, -0x1.0f3034p+1f);
+      EXPECT_EQ(r.top[1].token_id, 38);
+      EXPECT_EQ(r.top[1].logprob, -0x1.1dbbd8p+1f);
+      EXPECT_EQ(r.top[2].token_id, 57);
+      EXPECT_EQ(r.top[2].logprob, -0x1.2c477ap+1f);
+    }
+  }
+}
+
 TEST(SamplerTest, ValidationNamesTheField) {
   auto expect_bad = [](const SamplingParams& p, const char* field) {
     absl::Status s = ValidateSamplingParams(p, 100);
@@ -251,6 +362,103 @@ TEST(SamplerTest, ValidationNamesTheField) {
   p = {};
   p.stop_token_ids = {100};
   expect_bad(p, "stop_token_ids");
+}
+
+// The steps of Sample, one by one.
+
+TEST(SamplerStepsTest, PenaltiesIgnoreIdsOutsideTheVocabulary) {
+  std::vector<float> logits = {1.0f, -1.0f};
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  p.presence_penalty = 1.0f;
+  const std::vector<int32_t> prompt = {-1, 0, 7};
+  const std::vector<int32_t> generated = {2, 1};
+  ApplyPenalties(absl::MakeSpan(logits), p, {prompt, generated});
+  EXPECT_FLOAT_EQ(logits[0], 0.5f);   // prompt only: repetition
+  EXPECT_FLOAT_EQ(logits[1], -3.0f);  // generated: repetition, then presence
+}
+
+TEST(SamplerStepsTest, TemperKeepsTheNormaliserOfTheScaledSoftmax) {
+  const TemperedLogits tempered = Temper(kLogits, 0.5f);
+  EXPECT_EQ(tempered.temperature, 0.5);
+  EXPECT_EQ(tempered.argmax, 1);
+  EXPECT_DOUBLE_EQ(tempered.max_scaled, 5.0);
+  double z = 0.0;
+  for (float l : kLogits) z += std::exp(l / 0.5);
+  EXPECT_NEAR(tempered.log_z, std::log(z), 1e-12);
+  EXPECT_NEAR(tempered.Logprob(kLogits, 6), 1.7 / 0.5 - std::log(z), 1e-6);
+}
+
+TEST(SamplerStepsTest, TemperAtZeroIsTheUnscaledSoftmaxAndTiesGoToTheLowerId) {
+  const std::vector<float> tie = {0.0f, 3.0f, 1.0f, 3.0f};
+  const TemperedLogits tempered = Temper(tie, 0.0f);
+  EXPECT_EQ(tempered.temperature, 1.0);
+  EXPECT_EQ(tempered.argmax, 1);
+  EXPECT_NEAR(tempered.log_z, std::log(1.0 + 2 * std::exp(3.0) + std::exp(1.0)), 1e-12);
+}
+
+TEST(SamplerStepsTest, TopKSortsByLogitThenId) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f};
+  std::vector<int32_t> candidates;
+  TopK(logits, 3, &candidates);
+  EXPECT_EQ(candidates, (std::vector<int32_t>{1, 3, 2}));
+  TopK(logits, 0, &candidates);
+  EXPECT_EQ(candidates, (std::vector<int32_t>{1, 3, 2, 0, 4}));
+  TopK(logits, 9, &candidates);
+  EXPECT_EQ(candidates, (std::vector<int32_t>{1, 3, 2, 0, 4}));
+}
+
+TEST(SamplerStepsTest, CandidateWeightsAreRelativeToTheArgmax) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f};
+  const TemperedLogits tempered = Temper(logits, 2.0f);
+  const std::vector<int32_t> candidates = {1, 2};
+  std::vector<double> weights;
+  const double total = CandidateWeights(logits, tempered, candidates, &weights);
+  ASSERT_EQ(weights.size(), 2u);
+  EXPECT_DOUBLE_EQ(weights[0], 1.0);
+  EXPECT_DOUBLE_EQ(weights[1], std::exp(-0.5));
+  EXPECT_DOUBLE_EQ(total, weights[0] + weights[1]);
+}
+
+TEST(SamplerStepsTest, TopPKeepsTheSmallestPrefixReachingTheMass) {
+  const std::vector<double> weights = {5.0, 3.0, 2.0};  // total 10
+  EXPECT_EQ(TopP(weights, 10.0, 1.0f), 3u);
+  EXPECT_EQ(TopP(weights, 10.0, 0.7f), 2u);
+  EXPECT_EQ(TopP(weights, 10.0, 0.5f), 1u);  // reaching counts
+  EXPECT_EQ(TopP(weights, 10.0, 0.9f), 3u);
+}
+
+TEST(SamplerStepsTest, MinPDropsTheTailBelowAFractionOfTheTop) {
+  const std::vector<double> weights = {1.0, 0.5, 0.25, 0.125};
+  EXPECT_EQ(MinP(weights, 4, 0.0f), 4u);
+  EXPECT_EQ(MinP(weights, 4, 0.3f), 2u);
+  EXPECT_EQ(MinP(weights, 4, 0.25f), 3u);  // a weight on the floor stays
+  EXPECT_EQ(MinP(weights, 1, 0.05f), 1u);
+  EXPECT_EQ(MinP(weights, 3, 0.05f), 3u);  // never past what top-p kept
+  EXPECT_EQ(MinP(weights, 4, 1.0f), 1u);   // the top always stays
+}
+
+TEST(SamplerStepsTest, DrawWalksTheCumulativeWeightsOfTheKeptPrefix) {
+  const std::vector<double> weights = {1.0, 2.0, 1.0};  // cumulative 1, 3, 4
+  EXPECT_EQ(Draw(weights, 3, 0.0), 0u);
+  EXPECT_EQ(Draw(weights, 3, 0.24), 0u);
+  EXPECT_EQ(Draw(weights, 3, 0.25), 1u);  // u = 1: the boundary belongs to the next
+  EXPECT_EQ(Draw(weights, 3, 0.74), 1u);
+  EXPECT_EQ(Draw(weights, 3, 0.75), 2u);
+  EXPECT_EQ(Draw(weights, 3, 0.999), 2u);
+  EXPECT_EQ(Draw(weights, 2, 0.9), 1u);  // scaled to the kept mass, 3
+  EXPECT_EQ(Draw(weights, 1, 0.9), 0u);
+}
+
+TEST(SamplerStepsTest, TopLogprobsBestFirstClampedToTheVocabulary) {
+  const TemperedLogits tempered = Temper(kLogits, 1.0f);
+  std::vector<int32_t> scratch;
+  const std::vector<TokenLogprob> top = TopLogprobs(kLogits, tempered, 2, &scratch);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[0].token_id, 1);
+  EXPECT_EQ(top[1].token_id, 4);
+  EXPECT_EQ(top[1].logprob, tempered.Logprob(kLogits, 4));
+  EXPECT_EQ(TopLogprobs(kLogits, tempered, 100, &scratch).size(), kLogits.size());
 }
 
 }  // namespace

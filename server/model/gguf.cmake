@@ -11,11 +11,4 @@ endif()
 tpserve_link(tpserve_gguf tpserve_common tpserve_cpu_kernels absl::status absl::statusor absl::strings
                                           absl::span absl::flat_hash_map)
 
-file(GLOB GGUF_TESTS CONFIGURE_DEPENDS
-  ${CMAKE_CURRENT_SOURCE_DIR}/ggml_type_test.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/gguf_*_test.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/dequantize*_test.cc)
-foreach(t ${GGUF_TESTS})
-  get_filename_component(n ${t} NAME_WE)
-  tpserve_test(${n} SOURCES ${t} LIBS tpserve_gguf)
-endforeach()
+tpserve_tests(GLOB ggml_type_test.cc gguf_*_test.cc dequantize*_test.cc LIBS tpserve_gguf)

@@ -140,80 +140,70 @@ absl::Status ReadArray(Reader& r, int depth, absl::string_view key, GgufValue& o
   return absl::OkStatus();
 }
 
+// A value of a fixed-size `type`, read as T and kept widened to W (integers to 64 bits, floats
+// to double); `what` names it in errors ("uint8 value").
+template <typename T, typename W>
+absl::StatusOr<GgufValue> ReadScalar(Reader& r, GgufValueType type, absl::string_view what,
+                                     absl::string_view key) {
+  ASSIGN_OR_RETURN(const T x, r.Read<T>(what, key));
+  GgufValue v;
+  v.type = type;
+  v.value = W{x};
+  return v;
+}
+
+// A bool: one byte, 0 or 1.
+absl::StatusOr<GgufValue> ReadBool(Reader& r, absl::string_view key) {
+  const uint64_t at = r.pos();
+  ASSIGN_OR_RETURN(const uint8_t x, r.Read<uint8_t>("bool value", key));
+  if (x > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid bool value ", x, " for metadata key ", key, " at offset ", at));
+  }
+  GgufValue v;
+  v.type = GgufValueType::kBool;
+  v.value = x != 0;
+  return v;
+}
+
 // Reads one value of `type`; `depth` is the number of enclosing arrays.
 absl::StatusOr<GgufValue> ReadValue(Reader& r, GgufValueType type, int depth,
                                     absl::string_view key) {
-  GgufValue v;
-  v.type = type;
+  using T = GgufValueType;
   switch (type) {
-    case GgufValueType::kUint8: {
-      ASSIGN_OR_RETURN(const uint8_t x, r.Read<uint8_t>("uint8 value", key));
-      v.value = uint64_t{x};
+    case T::kUint8:
+      return ReadScalar<uint8_t, uint64_t>(r, type, "uint8 value", key);
+    case T::kInt8:
+      return ReadScalar<int8_t, int64_t>(r, type, "int8 value", key);
+    case T::kUint16:
+      return ReadScalar<uint16_t, uint64_t>(r, type, "uint16 value", key);
+    case T::kInt16:
+      return ReadScalar<int16_t, int64_t>(r, type, "int16 value", key);
+    case T::kUint32:
+      return ReadScalar<uint32_t, uint64_t>(r, type, "uint32 value", key);
+    case T::kInt32:
+      return ReadScalar<int32_t, int64_t>(r, type, "int32 value", key);
+    case T::kUint64:
+      return ReadScalar<uint64_t, uint64_t>(r, type, "uint64 value", key);
+    case T::kInt64:
+      return ReadScalar<int64_t, int64_t>(r, type, "int64 value", key);
+    case T::kFloat32:
+      return ReadScalar<float, double>(r, type, "float32 value", key);
+    case T::kFloat64:
+      return ReadScalar<double, double>(r, type, "float64 value", key);
+    case T::kBool:
+      return ReadBool(r, key);
+    case T::kString: {
+      GgufValue v;
+      v.type = type;
+      ASSIGN_OR_RETURN(v.value, r.ReadString("string value", key));
       return v;
     }
-    case GgufValueType::kInt8: {
-      ASSIGN_OR_RETURN(const int8_t x, r.Read<int8_t>("int8 value", key));
-      v.value = int64_t{x};
-      return v;
-    }
-    case GgufValueType::kUint16: {
-      ASSIGN_OR_RETURN(const uint16_t x, r.Read<uint16_t>("uint16 value", key));
-      v.value = uint64_t{x};
-      return v;
-    }
-    case GgufValueType::kInt16: {
-      ASSIGN_OR_RETURN(const int16_t x, r.Read<int16_t>("int16 value", key));
-      v.value = int64_t{x};
-      return v;
-    }
-    case GgufValueType::kUint32: {
-      ASSIGN_OR_RETURN(const uint32_t x, r.Read<uint32_t>("uint32 value", key));
-      v.value = uint64_t{x};
-      return v;
-    }
-    case GgufValueType::kInt32: {
-      ASSIGN_OR_RETURN(const int32_t x, r.Read<int32_t>("int32 value", key));
-      v.value = int64_t{x};
-      return v;
-    }
-    case GgufValueType::kUint64: {
-      ASSIGN_OR_RETURN(const uint64_t x, r.Read<uint64_t>("uint64 value", key));
-      v.value = x;
-      return v;
-    }
-    case GgufValueType::kInt64: {
-      ASSIGN_OR_RETURN(const int64_t x, r.Read<int64_t>("int64 value", key));
-      v.value = x;
-      return v;
-    }
-    case GgufValueType::kFloat32: {
-      ASSIGN_OR_RETURN(const float x, r.Read<float>("float32 value", key));
-      v.value = double{x};
-      return v;
-    }
-    case GgufValueType::kFloat64: {
-      ASSIGN_OR_RETURN(const double x, r.Read<double>("float64 value", key));
-      v.value = x;
-      return v;
-    }
-    case GgufValueType::kBool: {
-      const uint64_t at = r.pos();
-      ASSIGN_OR_RETURN(const uint8_t x, r.Read<uint8_t>("bool value", key));
-      if (x > 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("invalid bool value ", x, " for metadata key ", key, " at offset ", at));
-      }
-      v.value = x != 0;
-      return v;
-    }
-    case GgufValueType::kString: {
-      ASSIGN_OR_RETURN(std::string s, r.ReadString("string value", key));
-      v.value = std::move(s);
-      return v;
-    }
-    case GgufValueType::kArray:
+    case T::kArray: {
+      GgufValue v;
       RETURN_IF_ERROR(ReadArray(r, depth, key, v));
       return v;
+    }
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown metadata value type ",
                                                  static_cast<uint32_t>(type), " for key ", key,
@@ -268,6 +258,138 @@ absl::StatusOr<GgufTensorInfo> ReadTensorInfo(Reader& r, uint64_t index) {
   t.size_bytes = *bytes;
   ASSIGN_OR_RETURN(t.offset, r.Read<uint64_t>("tensor data offset", name));
   return t;
+}
+
+// The fixed header: magic, version, tensor count, metadata count.
+struct GgufHeader {
+  uint32_t version = 0;
+  uint64_t n_tensors = 0;
+  uint64_t n_kv = 0;
+};
+
+// Reads the header at the start of `data` and checks that its counts can fit in the file.
+absl::StatusOr<GgufHeader> ReadHeader(Reader& r, const uint8_t* data) {
+  ASSIGN_OR_RETURN(const uint32_t magic, r.Read<uint32_t>("magic", ""));
+  if (magic != kGgufMagic) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad magic: expected \"GGUF\", got \"",
+                     absl::CHexEscape(absl::string_view(reinterpret_cast<const char*>(data), 4)),
+                     "\" at offset 0"));
+  }
+  GgufHeader h;
+  ASSIGN_OR_RETURN(h.version, r.Read<uint32_t>("version", ""));
+  if (h.version == 1) {
+    return absl::InvalidArgumentError(
+        "unsupported GGUF version 1 (32-bit counts; only versions 2 and 3 are supported)");
+  }
+  if (h.version != 2 && h.version != 3) {
+    const bool swapped = (h.version & 0xFFFF) == 0 && (h.version >> 24) <= 3;
+    return absl::InvalidArgumentError(
+        absl::StrCat("unsupported GGUF version ", h.version,
+                     swapped ? " (a big-endian file? only little-endian is supported)"
+                             : " (only versions 2 and 3 are supported)"));
+  }
+  ASSIGN_OR_RETURN(h.n_tensors, r.Read<uint64_t>("tensor count", ""));
+  ASSIGN_OR_RETURN(h.n_kv, r.Read<uint64_t>("metadata kv count", ""));
+  if (h.n_kv > r.left() / kMinKvBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metadata kv count ", h.n_kv, " at offset 16 cannot fit in the ", r.left(), " bytes left"));
+  }
+  if (h.n_tensors > r.left() / kMinTensorInfoBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor count ", h.n_tensors, " at offset 8 cannot fit in the ", r.left(), " bytes left"));
+  }
+  return h;
+}
+
+// Reads `n_kv` metadata entries (key, value type, value) into `metadata`, in file order, and
+// their positions into `index`; a key may appear once.
+absl::Status ReadMetadata(Reader& r, uint64_t n_kv,
+                          std::vector<std::pair<std::string, GgufValue>>& metadata,
+                          absl::flat_hash_map<std::string, size_t>& index) {
+  metadata.reserve(n_kv);  // bounded by the bytes left, checked by ReadHeader
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    const uint64_t at = r.pos();
+    ASSIGN_OR_RETURN(std::string key,
+                     r.ReadString("metadata key", absl::StrCat("metadata entry ", i)));
+    const std::string qkey = Quote(key);
+    if (index.contains(key)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("duplicate metadata key ", qkey, " at offset ", at));
+    }
+    const uint64_t type_at = r.pos();
+    ASSIGN_OR_RETURN(const uint32_t raw_type, r.Read<uint32_t>("value type", qkey));
+    const auto type = static_cast<GgufValueType>(raw_type);
+    if (MinValueBytes(type) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown metadata value type ", raw_type,
+                                                     " for key ", qkey, " at offset ", type_at));
+    }
+    ASSIGN_OR_RETURN(GgufValue value, ReadValue(r, type, 0, qkey));
+    index.emplace(key, metadata.size());
+    metadata.emplace_back(std::move(key), std::move(value));
+  }
+  return absl::OkStatus();
+}
+
+// general.alignment when the file sets it (a non-zero power of two), else `alignment`.
+absl::StatusOr<uint64_t> Alignment(const GgufFile& file, uint64_t alignment) {
+  if (file.Find("general.alignment") == nullptr) return alignment;
+  ASSIGN_OR_RETURN(const uint64_t a, file.GetUint("general.alignment"));
+  if (a == 0 || (a & (a - 1)) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata key 'general.alignment' = ", a, " is not a non-zero power of two"));
+  }
+  return a;
+}
+
+// Reads `n_tensors` tensor infos into `tensors`, in file order, and their positions into
+// `index`; a name may appear once.
+absl::Status ReadTensorInfos(Reader& r, uint64_t n_tensors, std::vector<GgufTensorInfo>& tensors,
+                             absl::flat_hash_map<std::string, size_t>& index) {
+  if (n_tensors > r.left() / kMinTensorInfoBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor count ", n_tensors, " cannot fit in the ", r.left(),
+                     " bytes left after the metadata (offset ", r.pos(), ")"));
+  }
+  tensors.reserve(n_tensors);
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    const uint64_t at = r.pos();
+    ASSIGN_OR_RETURN(GgufTensorInfo t, ReadTensorInfo(r, i));
+    if (index.contains(t.name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("duplicate tensor name ", Quote(t.name), " at offset ", at));
+    }
+    index.emplace(t.name, tensors.size());
+    tensors.push_back(std::move(t));
+  }
+  return absl::OkStatus();
+}
+
+// Checks that every tensor's data is aligned and lies inside the file, given the data
+// section's file offset.
+absl::Status CheckTensorData(const std::vector<GgufTensorInfo>& tensors, uint64_t data_offset,
+                             uint64_t alignment, uint64_t file_size) {
+  if (!tensors.empty() && data_offset > file_size) {
+    return absl::InvalidArgumentError(absl::StrCat("truncated file: the data section at offset ",
+                                                   data_offset, " starts past the end (size ",
+                                                   file_size, ")"));
+  }
+  for (const GgufTensorInfo& t : tensors) {
+    if (t.offset % alignment != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", Quote(t.name), " offset ", t.offset,
+                                                     " is not a multiple of the ", "alignment ",
+                                                     alignment));
+    }
+    uint64_t begin = 0, end = 0;
+    if (__builtin_add_overflow(data_offset, t.offset, &begin) ||
+        __builtin_add_overflow(begin, t.size_bytes, &end) || end > file_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", Quote(t.name), " data (offset ", t.offset, ", ", t.size_bytes,
+                       " bytes, from file offset ", data_offset,
+                       ") extends past the end of the file (size ", file_size, ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status AnnotatePath(const absl::Status& s, absl::string_view path) {
@@ -353,109 +475,15 @@ GgufFile::~GgufFile() {
 
 absl::Status GgufFile::Parse() {
   Reader r(data_, size_);
-  ASSIGN_OR_RETURN(const uint32_t magic, r.Read<uint32_t>("magic", ""));
-  if (magic != kGgufMagic) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad magic: expected \"GGUF\", got \"",
-                     absl::CHexEscape(absl::string_view(reinterpret_cast<const char*>(data_), 4)),
-                     "\" at offset 0"));
-  }
-  ASSIGN_OR_RETURN(version_, r.Read<uint32_t>("version", ""));
-  if (version_ == 1) {
-    return absl::InvalidArgumentError(
-        "unsupported GGUF version 1 (32-bit counts; only versions 2 and 3 are supported)");
-  }
-  if (version_ != 2 && version_ != 3) {
-    const bool swapped = (version_ & 0xFFFF) == 0 && (version_ >> 24) <= 3;
-    return absl::InvalidArgumentError(
-        absl::StrCat("unsupported GGUF version ", version_,
-                     swapped ? " (a big-endian file? only little-endian is supported)"
-                             : " (only versions 2 and 3 are supported)"));
-  }
-  ASSIGN_OR_RETURN(const uint64_t n_tensors, r.Read<uint64_t>("tensor count", ""));
-  ASSIGN_OR_RETURN(const uint64_t n_kv, r.Read<uint64_t>("metadata kv count", ""));
-  if (n_kv > r.left() / kMinKvBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metadata kv count ", n_kv, " at offset 16 cannot fit in the ", r.left(), " bytes left"));
-  }
-  if (n_tensors > r.left() / kMinTensorInfoBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor count ", n_tensors, " at offset 8 cannot fit in the ", r.left(), " bytes left"));
-  }
-
-  metadata_.reserve(n_kv);
-  for (uint64_t i = 0; i < n_kv; ++i) {
-    const uint64_t at = r.pos();
-    ASSIGN_OR_RETURN(std::string key,
-                     r.ReadString("metadata key", absl::StrCat("metadata entry ", i)));
-    const std::string qkey = Quote(key);
-    if (metadata_index_.contains(key)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("duplicate metadata key ", qkey, " at offset ", at));
-    }
-    const uint64_t type_at = r.pos();
-    ASSIGN_OR_RETURN(const uint32_t raw_type, r.Read<uint32_t>("value type", qkey));
-    const auto type = static_cast<GgufValueType>(raw_type);
-    if (MinValueBytes(type) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown metadata value type ", raw_type,
-                                                     " for key ", qkey, " at offset ", type_at));
-    }
-    ASSIGN_OR_RETURN(GgufValue value, ReadValue(r, type, 0, qkey));
-    metadata_index_.emplace(key, metadata_.size());
-    metadata_.emplace_back(std::move(key), std::move(value));
-  }
-
-  if (Find("general.alignment") != nullptr) {
-    absl::StatusOr<uint64_t> a = GetUint("general.alignment");
-    if (!a.ok()) return a.status();
-    if (*a == 0 || (*a & (*a - 1)) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("metadata key 'general.alignment' = ", *a,
-                                                     " is not a non-zero power of two"));
-    }
-    alignment_ = *a;
-  }
-
-  if (n_tensors > r.left() / kMinTensorInfoBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor count ", n_tensors, " cannot fit in the ", r.left(),
-                     " bytes left after the metadata (offset ", r.pos(), ")"));
-  }
-  tensors_.reserve(n_tensors);
-  for (uint64_t i = 0; i < n_tensors; ++i) {
-    const uint64_t at = r.pos();
-    ASSIGN_OR_RETURN(GgufTensorInfo t, ReadTensorInfo(r, i));
-    if (tensor_index_.contains(t.name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("duplicate tensor name ", Quote(t.name), " at offset ", at));
-    }
-    tensor_index_.emplace(t.name, tensors_.size());
-    tensors_.push_back(std::move(t));
-  }
-
+  ASSIGN_OR_RETURN(const GgufHeader header, ReadHeader(r, data_));
+  version_ = header.version;
+  RETURN_IF_ERROR(ReadMetadata(r, header.n_kv, metadata_, metadata_index_));
+  ASSIGN_OR_RETURN(alignment_, Alignment(*this, alignment_));
+  RETURN_IF_ERROR(ReadTensorInfos(r, header.n_tensors, tensors_, tensor_index_));
   // The data section starts at the next multiple of the alignment after the tensor infos.
   const uint64_t pad = (alignment_ - r.pos() % alignment_) % alignment_;
   data_offset_ = r.pos() + pad;  // cannot overflow: pos <= size and alignment <= 2^63
-  if (!tensors_.empty() && data_offset_ > size_) {
-    return absl::InvalidArgumentError(absl::StrCat("truncated file: the data section at offset ",
-                                                   data_offset_, " starts past the end (size ",
-                                                   size_, ")"));
-  }
-  for (const GgufTensorInfo& t : tensors_) {
-    if (t.offset % alignment_ != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor ", Quote(t.name), " offset ", t.offset,
-                                                     " is not a multiple of the ", "alignment ",
-                                                     alignment_));
-    }
-    uint64_t begin = 0, end = 0;
-    if (__builtin_add_overflow(data_offset_, t.offset, &begin) ||
-        __builtin_add_overflow(begin, t.size_bytes, &end) || end > size_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor ", Quote(t.name), " data (offset ", t.offset, ", ", t.size_bytes,
-                       " bytes, from file offset ", data_offset_,
-                       ") extends past the end of the file (size ", size_, ")"));
-    }
-  }
-  return absl::OkStatus();
+  return CheckTensorData(tensors_, data_offset_, alignment_, size_);
 }
 
 const GgufValue* GgufFile::Find(std::string_view key) const {
@@ -472,10 +500,6 @@ absl::Span<const uint8_t> GgufFile::TensorData(const GgufTensorInfo& info) const
   // Bounds were checked by Parse for every tensor of this file.
   return absl::Span<const uint8_t>(data_ + data_offset_ + info.offset, info.size_bytes);
 }
-
-}  // namespace tpserve::model
-
-namespace tpserve::model {
 
 void GgufFile::ReleaseResidentPages() const {
   if (mapping_ != nullptr) ::madvise(mapping_, size_, MADV_DONTNEED);

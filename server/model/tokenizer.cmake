@@ -12,15 +12,6 @@ tpserve_library(tpserve_tokenizer ${TOKENIZER_SRCS})
 tpserve_link(tpserve_tokenizer tpserve_gguf nlohmann_json::nlohmann_json
                                                PkgConfig::PCRE2)
 
-file(GLOB TOKENIZER_TESTS CONFIGURE_DEPENDS
-  ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer*_test.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/bpe*_test.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/pretokenizer*_test.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/utf8*_test.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/incremental_decoder*_test.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/chat_template*_test.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/chat_prompt*_test.cc)
-foreach(t ${TOKENIZER_TESTS})
-  get_filename_component(n ${t} NAME_WE)
-  tpserve_test(${n} SOURCES ${t} LIBS tpserve_tokenizer)
-endforeach()
+tpserve_tests(GLOB tokenizer*_test.cc bpe*_test.cc pretokenizer*_test.cc utf8*_test.cc
+                   incremental_decoder*_test.cc chat_template*_test.cc chat_prompt*_test.cc
+              LIBS tpserve_tokenizer)

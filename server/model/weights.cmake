@@ -7,11 +7,5 @@ list(FILTER WEIGHTS_SRCS EXCLUDE REGEX "_test\\.cc$")
 tpserve_library(tpserve_weights ${WEIGHTS_SRCS})
 tpserve_link(tpserve_weights tpserve_gguf nlohmann_json::nlohmann_json)
 
-file(GLOB WEIGHTS_TESTS CONFIGURE_DEPENDS
-  ${CMAKE_CURRENT_SOURCE_DIR}/safetensors*_test.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/model_config*_test.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/weight_source*_test.cc)
-foreach(t ${WEIGHTS_TESTS})
-  get_filename_component(n ${t} NAME_WE)
-  tpserve_test(${n} SOURCES ${t} LIBS tpserve_weights)
-endforeach()
+tpserve_tests(GLOB safetensors*_test.cc model_config*_test.cc weight_source*_test.cc
+              LIBS tpserve_weights)

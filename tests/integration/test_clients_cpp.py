@@ -113,6 +113,19 @@ def test_generate_json_lines(cli, stub):
     assert {l["request_id"] for l in lines} == {"cli-1"}
 
 
+def test_generate_takes_dashed_flags(cli, stub):
+    """--max-tokens 8 is --max_tokens=8: every binary takes dashes and underscores alike."""
+    out = cli("generate", "--json", "--temperature", "0", "--max-tokens", "8", "--ignore-eos",
+              "Once upon a time")
+    assert out.returncode == 0, out.stderr
+    ids = [i for l in out.stdout.splitlines() for i in json.loads(l)["token_ids"]]
+    want = collect(stub.Generate(pb.GenerateRequest(prompt="Once upon a time", max_tokens=8,
+                                                    temperature=0, ignore_eos=True),
+                                 timeout=RPC_S))
+    assert len(ids) == 8
+    assert ids == want.ids
+
+
 @pytest.mark.parametrize("args,code,needle", [
     (["generate", "--max_tokens=0", "hi"], 3, "INVALID_ARGUMENT: max_tokens"),
     (["generate", "--temperature=-1", "hi"], 3, "INVALID_ARGUMENT: temperature"),
@@ -252,3 +265,17 @@ def test_bench_agrees_with_the_server_metrics_and_plots(binary, server, stub, tm
     assert plot.returncode == 0, plot.stderr
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20000
+
+
+def test_bench_takes_dashed_flags(binary, server, tmp_path):
+    """--output-len fixed:8 is --output_len=fixed:8, in tpserve-bench too."""
+    bench = binary("clients", "cpp", "tpserve-bench")
+    out_json = tmp_path / "dashed.json"
+    out = subprocess.run([str(bench), "--server", server.address, "--requests", "2",
+                          "--concurrency", "1", "--prompt-len", "fixed:8", "--output-len",
+                          "fixed:8", "--warmup", "0", "--json-out", str(out_json)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    s = json.loads(out_json.read_text())
+    assert s["ok"] == 2 and s["errors"] == {}
+    assert s["output_tokens"] == 16

@@ -67,6 +67,18 @@ def test_seed_determinism(tpserve_bin, smollm_gguf):
     assert len(first) == 32
 
 
+def test_dashed_flags_are_the_underscored_ones(tpserve_bin, smollm_gguf):
+    """--max-tokens 8 is --max_tokens=8 (and so for every flag, the sampling ones included)."""
+    dashed = _generate(tpserve_bin, smollm_gguf, "--json", "--max-tokens", "8", "--ignore-eos",
+                       "--temperature", "0.8", "--top-k", "5", "--seed", "3",
+                       "--prompt", "Once upon a time")
+    underscored = _generate(tpserve_bin, smollm_gguf, "--json", "--max_tokens=8", "--ignore_eos",
+                            "--temperature=0.8", "--top_k=5", "--seed=3",
+                            "--prompt=Once upon a time")
+    assert dashed.stdout == underscored.stdout
+    assert json.loads(dashed.stdout.splitlines()[-1])["completion_tokens"] == 8
+
+
 def test_output_streams_before_the_end(tpserve_bin, smollm_gguf):
     proc = subprocess.Popen([str(tpserve_bin), "generate", f"--model={smollm_gguf}", "--json",
                              "--max_tokens=400", "--ignore_eos", "--prompt=Count: 1, 2, 3,"],

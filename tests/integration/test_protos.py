@@ -2,6 +2,7 @@
 import pathlib
 import re
 
+from google.protobuf import descriptor_pb2
 from tpserve.v1 import generate_pb2, worker_pb2
 
 PROTO_DIR = pathlib.Path(__file__).resolve().parents[2] / "proto" / "tpserve" / "v1"
@@ -52,14 +53,28 @@ def test_worker_protocol_messages():
     session = svc.methods_by_name["Session"]
     assert session.client_streaming and session.server_streaming
     coord = worker_pb2.CoordinatorMessage.DESCRIPTOR.oneofs_by_name["kind"]
-    assert {f.name for f in coord.fields} == {"init", "store_reply", "nccl_id", "step",
-                                              "shutdown"}
+    assert {f.name for f in coord.fields} == {"init", "store_reply", "step", "shutdown"}
     work = worker_pb2.WorkerMessage.DESCRIPTOR.oneofs_by_name["kind"]
-    assert {f.name for f in work.fields} == {"store_request", "nccl_id", "ready", "step_result",
-                                             "error"}
+    assert {f.name for f in work.fields} == {"store_request", "ready", "step_result", "error"}
     init = worker_pb2.Init.DESCRIPTOR.fields_by_name
-    assert {"model_path", "rank", "world_size", "backend", "dtype", "kv_budget_bytes",
+    assert {"model_path", "rank", "world_size", "backend", "kv_budget_bytes",
             "world_generation"} <= set(init)
+
+
+
+def test_removed_worker_fields_stay_reserved():
+    """Numbers and names of deleted fields are reserved, so that no later field reuses them."""
+    removed = [(worker_pb2.Init, 5, "dtype"), (worker_pb2.Step, 3, "freed_blocks"),
+               (worker_pb2.CoordinatorMessage, 3, "nccl_id"),
+               (worker_pb2.WorkerMessage, 2, "nccl_id")]
+    for message, number, name in removed:
+        proto = descriptor_pb2.DescriptorProto()
+        message.DESCRIPTOR.CopyToProto(proto)
+        assert name not in message.DESCRIPTOR.fields_by_name
+        assert name in proto.reserved_name, (proto.name, name)
+        assert any(r.start <= number < r.end for r in proto.reserved_range), (proto.name, number)
+    assert "DType" not in worker_pb2.DESCRIPTOR.enum_types_by_name
+    assert "NcclUniqueId" not in worker_pb2.DESCRIPTOR.message_types_by_name
 
 
 FIELD = re.compile(r"^\s*(optional |repeated )?[\w.]+ \w+ = \d+;")

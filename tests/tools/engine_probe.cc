@@ -18,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/kv_block.h"
 #include "nlohmann/json.hpp"
 #include "server/comm/communicator.h"
 #include "server/engine/cpu_backend.h"
@@ -97,7 +98,8 @@ int Probe(int argc, char** argv) {
   if (mode == "greedy" && !absl::SimpleAtoi(argv[3], &max_new)) {
     return Fail(absl::StrCat("MAX_TOKENS is not an integer: ", argv[3]));
   }
-  const int64_t blocks_per_seq = (1024 + max_new + 15) / 16;
+  const int64_t blocks_per_seq =
+      (1024 + max_new + tpserve::kKvBlockSize - 1) / tpserve::kKvBlockSize;
   options.kv_blocks = blocks_per_seq * static_cast<int64_t>(std::max<size_t>(prompts.size(), 1));
   auto model = tpserve::engine::LlamaModel::Load(**weights, *plan, &backend, &comm, options);
   if (!model.ok()) return Fail(model.status().ToString());
