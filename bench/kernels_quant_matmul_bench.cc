@@ -52,7 +52,7 @@ void BM_QuantMatmul(benchmark::State& state) {
   for (int64_t c = 1; c < copies; ++c) {
     std::memcpy(w.data() + c * weight_bytes, w.data(), static_cast<size_t>(weight_bytes));
   }
-  std::vector<float> x(static_cast<size_t>(m * cols));                     // [m, k]
+  std::vector<float> x(static_cast<size_t>(m * cols));  // [m, k]
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (float& v : x) v = dist(rng);
