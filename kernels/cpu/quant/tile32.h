@@ -96,31 +96,34 @@ struct Avx2Products {
   }
 };
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx512bw,avx512vnni")
 // VNNI: one vpdpbusd per group. Signed quants are offset by 128 to make them unsigned, and
 // 128 * sum(x) taken back at the end (exact in int32).
 struct VnniProducts {
   template <class B>
-  static __m256i Prepare(__m256i q) {
+  [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static __m256i Prepare(__m256i q) {
     if constexpr (B::kSigned) return _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));
     return q;
   }
   template <class B>
-  static __m256i Group(__m256i acc, __m256i w4, __m256i x) {
+  [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static __m256i Group(__m256i acc,
+                                                                               __m256i w4,
+                                                                               __m256i x) {
     return _mm256_dpbusd_epi32(acc, w4, x);
   }
   template <class B>
-  static __m256i Merge(__m256i a, __m256i b) {
+  [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static __m256i Merge(__m256i a,
+                                                                               __m256i b) {
     return _mm256_add_epi32(a, b);
   }
   template <class B>
-  static __m256i Finish(__m256i acc, __m256i qsum) {
+  [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static __m256i Finish(__m256i acc,
+                                                                                __m256i qsum) {
     if constexpr (B::kSigned) return _mm256_sub_epi32(acc, _mm256_slli_epi32(qsum, 7));
     return acc;
   }
   template <class B>
-  static __m256i Block(__m256i q, __m256i x) {
+  [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static __m256i Block(__m256i q,
+                                                                               __m256i x) {
     if constexpr (B::kSigned) {
       return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(q, q),
                                  _mm256_sign_epi8(x, q));
@@ -128,7 +131,6 @@ struct VnniProducts {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, x);
   }
 };
-#pragma GCC pop_options
 
 // 8 vectors of 8 int32 lanes -> one vector, lane p = the total of v[p]'s lanes.
 [[gnu::always_inline]] inline __m256i SumLanes8(const __m256i v[8]) {
