@@ -4,7 +4,8 @@ mount namespace of its own, so no two share memory, as on separate hosts), and t
 generate` client in a coordinator namespace, all joined by a bridge in a dedicated namespace.
 `--comm auto` must choose Gloo, which runs between the namespaces' addresses (10.231.0.0/24,
 only ever these); `--comm shm` must be refused. The tokens must equal the offline ones (which
-test_tensor_parallel.py shows loopback worlds reproduce exactly).
+test_tensor_parallel.py shows loopback worlds reproduce exactly) in exact mode, --dequantize:
+on the fast path a split sum may round an activation differently and part at a near tie.
 
 Skips with the reason when namespaces cannot be made (not root, no `ip`, no netns support).
 Every namespace and link made here is removed in a finalizer."""
@@ -110,9 +111,9 @@ def workers(request, network, tpserve_bin, worker_logs):
 @pytest.mark.parametrize("prompt", PROMPTS, ids=[p["name"] for p in PROMPTS])
 def test_three_hosts_match_offline(tpserve_bin, smollm_gguf, workers, worker_logs, prompt):
     want, _ = generate_ids([], tpserve_bin, smollm_gguf, prompt["text"], prompt["chat"],
-                           MAX_TOKENS)
+                           MAX_TOKENS, extra=["--dequantize"])
     got, _ = generate_ids(_in(CLIENT_NS), tpserve_bin, smollm_gguf, prompt["text"],
-                          prompt["chat"], MAX_TOKENS, workers=workers)
+                          prompt["chat"], MAX_TOKENS, workers=workers, extra=["--dequantize"])
     assert got == want
     for ns in WORKER_NS:
         log = (worker_logs / f"{ns}.log").read_text()
