@@ -95,6 +95,12 @@ absl::Status LlamaModel::Finish() {
   rope.scaling = config_.rope_scaling;
   rope.max_position = static_cast<int32_t>(std::min<int64_t>(config_.context_length, 1 << 16));
   RETURN_IF_ERROR(backend_->InitRope(rope));
+  step_limits_ = {.vocab_size = config_.vocab_size,
+                  .max_positions = rope.max_position,
+                  .kv_blocks = kv.num_blocks,
+                  .kv_block_size = kv.block_size,
+                  .max_batch_tokens = options_.max_batch_tokens,
+                  .max_logit_rows = options_.max_logit_rows};
   return AllocateWorkspace();
 }
 
@@ -219,16 +225,9 @@ absl::Status LlamaModel::AllocateWorkspace() {
 }
 
 absl::Status LlamaModel::Forward(const StepBatch& batch, std::vector<float>* logits) {
+  RETURN_IF_ERROR(ValidateStep(batch, step_limits_));
   const int64_t m = batch.num_tokens();
   const int64_t rows = batch.num_logit_rows();
-  if (m < 1 || m > options_.max_batch_tokens) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a step holds 1 to ", options_.max_batch_tokens, " tokens, got ", m));
-  }
-  if (rows > options_.max_logit_rows) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a step returns at most ", options_.max_logit_rows, " logit rows, got ", rows));
-  }
   const float eps = static_cast<float>(config_.norm_eps);
   const int64_t q = plan_.q_heads_count();
   const int64_t kv = plan_.kv_heads_count();

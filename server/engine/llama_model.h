@@ -17,6 +17,7 @@
 #include "server/comm/communicator.h"
 #include "server/engine/backend.h"
 #include "server/engine/step_batch.h"
+#include "server/engine/step_validator.h"
 #include "server/model/model_config.h"
 #include "server/model/shard_plan.h"
 #include "server/model/weight_source.h"
@@ -54,8 +55,10 @@ class LlamaModel {
   // Runs one step. `logits` receives, on rank 0, [batch.num_logit_rows(), vocab_size] f32: for
   // each sequence in batch order, the logits of its last new token (want_logits) or of every
   // new token (all_logits). Other ranks only send their slices and get `logits` empty.
-  // InvalidArgument for a batch over the limits or with a bad token id / block table.
+  // InvalidArgument, before any work, for a batch outside step_limits() (ValidateStep).
   absl::Status Forward(const StepBatch& batch, std::vector<float>* logits);
+  // What Forward takes: this rank's vocabulary, context, KV cache and workspaces.
+  const StepLimits& step_limits() const { return step_limits_; }
 
   const model::ModelConfig& config() const { return config_; }
   const model::ShardPlan& plan() const { return plan_; }
@@ -112,6 +115,7 @@ class LlamaModel {
   Backend* backend_ = nullptr;
   comm::Communicator* comm_ = nullptr;
   KvCacheShape kv_shape_;
+  StepLimits step_limits_;
 
   Tensor token_embd_;   // [vocab, d_model] (replicated)
   Tensor output_norm_;  // [1, d_model]
