@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<StepRunner>> MakeRunner(const GenerateOptions& op
   coordinator::WorkerPoolOptions pool;
   pool.workers = options.workers;
   pool.model_path = options.model_path;
+  pool.vocab_size = static_cast<int32_t>(weights.config().vocab_size);
   pool.kv_budget_bytes = options.kv_budget_bytes;
   pool.kv_block_size = kKvBlockSize;
   pool.threads = static_cast<uint32_t>(std::max(0, options.threads));

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "server/common/status_macros.h"
-#include "server/coordinator/step_codec.h"
+#include "server/protocol/step_codec.h"
 
 namespace tpserve::cli {
 
@@ -29,13 +29,13 @@ absl::StatusOr<std::optional<engine::SampleResult>> RemoteStepRunner::Run(
     const engine::TokenHistory& history) {
   tpserve::v1::Step request;
   request.set_step_id(next_step_id_++);
-  coordinator::AddStepSequence({.seq_id = 1,
-                                .tokens = step.tokens,
-                                .start_pos = step.start_pos,
-                                .block_table = step.block_table,
-                                .sample = step.sample,
-                                .sample_index = step.sample_index},
-                               params, history, &request);
+  protocol::AddStepSequence({.seq_id = 1,
+                             .tokens = step.tokens,
+                             .start_pos = step.start_pos,
+                             .block_table = step.block_table,
+                             .sample = step.sample,
+                             .sample_index = step.sample_index},
+                            params, history, &request);
   ASSIGN_OR_RETURN(coordinator::StepOutcome outcome, pool_->RunStep(request));
   compute_ns_.resize(outcome.compute_ns.size());
   comm_ns_.resize(outcome.comm_ns.size());
@@ -48,7 +48,7 @@ absl::StatusOr<std::optional<engine::SampleResult>> RemoteStepRunner::Run(
     return absl::InternalError(absl::StrCat("step ", request.step_id(), ": rank 0 returned ",
                                             outcome.result.tokens_size(), " tokens, want 1"));
   }
-  return coordinator::FromSampledToken(outcome.result.tokens(0), params);
+  return protocol::FromSampledToken(outcome.result.tokens(0), params);
 }
 
 }  // namespace tpserve::cli

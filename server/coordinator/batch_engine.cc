@@ -8,9 +8,9 @@
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 #include "server/coordinator/sequence.h"
-#include "server/coordinator/step_codec.h"
 #include "server/coordinator/text_streamer.h"
 #include "server/model/utf8.h"
+#include "server/protocol/step_codec.h"
 
 namespace tpserve::coordinator {
 
@@ -238,13 +238,13 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
     for (int64_t pos = e.start; pos < e.start + e.count; ++pos) {
       tokens.push_back(e.seq->token_at(pos));
     }
-    AddStepSequence({.seq_id = e.seq->id,
-                     .tokens = tokens,
-                     .start_pos = e.start,
-                     .block_table = e.seq->block_table,
-                     .sample = e.sample,
-                     .sample_index = e.seq->generated.size()},
-                    request.spec.sampling, {e.seq->prompt, e.seq->generated}, &step);
+    protocol::AddStepSequence({.seq_id = e.seq->id,
+                               .tokens = tokens,
+                               .start_pos = e.start,
+                               .block_table = e.seq->block_table,
+                               .sample = e.sample,
+                               .sample_index = e.seq->generated.size()},
+                              request.spec.sampling, {e.seq->prompt, e.seq->generated}, &step);
     samples += e.sample ? 1 : 0;
   }
   absl::StatusOr<StepOutcome> outcome = pool_->RunStep(step);
@@ -288,7 +288,7 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
     auto it = requests_.find(token.seq_id());
     if (it == requests_.end()) continue;
     Request* request = it->second.get();
-    Deliver(request, FromSampledToken(token, request->spec.sampling));
+    Deliver(request, protocol::FromSampledToken(token, request->spec.sampling));
   }
   return true;
 }

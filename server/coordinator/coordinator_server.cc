@@ -88,6 +88,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   s->validator_ =
       std::make_unique<RequestValidator>(*s->tokenizer_, s->chat_.get(), options.limits);
   options.pool.model_path = options.model_path;
+  options.pool.vocab_size = static_cast<int32_t>(config.vocab_size);
   RETURN_IF_ERROR(
       s->StartMetrics(options.metrics_listen, static_cast<int>(options.pool.workers.size())));
   RETURN_IF_ERROR(s->CreateEngine(options));

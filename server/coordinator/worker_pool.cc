@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
+#include "server/protocol/step_codec.h"
 
 namespace tpserve::coordinator {
 
@@ -30,6 +31,52 @@ constexpr absl::Duration kStoreSlice = absl::Milliseconds(50);
 // milliseconds takes 50-100 µs to run again on a virtual machine (measured on a 2-vCPU VM:
 // 113 µs to notice a result after 20 ms asleep, 5 µs when polling).
 constexpr absl::Duration kPollAfterWake = absl::Milliseconds(2);
+
+// Bounds on what a worker may ask of the rendezvous store: the values exchanged are
+// addresses and identifiers of a few hundred bytes.
+constexpr size_t kMaxStoreKeyBytes = 1024;
+constexpr size_t kMaxStoreValueBytes = 64 * 1024;
+constexpr int kMaxStoreKeysPerWait = 4096;
+constexpr uint32_t kMaxStoreTimeoutMs = 10 * 60 * 1000;
+constexpr size_t kMaxBlockingStoreOps = 256;  // GETs and WAITs in flight, all workers
+
+// OK when a worker's Ready can be trusted: a non-empty KV cache and the vocabulary the
+// coordinator read from the model (its sampled ids are checked against it).
+absl::Status CheckReady(const tpserve::v1::Ready& ready, int32_t vocab_size) {
+  if (ready.kv_blocks() < 1) return absl::FailedPreconditionError("Ready: kv_blocks is 0");
+  if (vocab_size > 0 && ready.vocab_size() != static_cast<uint32_t>(vocab_size)) {
+    return absl::FailedPreconditionError(absl::StrCat("Ready: vocab_size ", ready.vocab_size(),
+                                                      " where the model has ", vocab_size));
+  }
+  return absl::OkStatus();
+}
+
+// OK when `request` stays within the store's bounds; InvalidArgument naming the field.
+absl::Status CheckStoreRequest(const StoreRequest& request) {
+  if (request.key().size() > kMaxStoreKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("StoreRequest: key of ", request.key().size(),
+                                                   " bytes, above ", kMaxStoreKeyBytes));
+  }
+  if (request.value().size() > kMaxStoreValueBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "StoreRequest: value of ", request.value().size(), " bytes, above ", kMaxStoreValueBytes));
+  }
+  if (request.keys_size() > kMaxStoreKeysPerWait) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("StoreRequest: ", request.keys_size(), " keys, above ", kMaxStoreKeysPerWait));
+  }
+  for (const std::string& key : request.keys()) {
+    if (key.size() > kMaxStoreKeyBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("StoreRequest: a key of ", key.size(), " bytes, above ", kMaxStoreKeyBytes));
+    }
+  }
+  if (request.timeout_ms() > kMaxStoreTimeoutMs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "StoreRequest: timeout_ms ", request.timeout_ms(), " is above ", kMaxStoreTimeoutMs));
+  }
+  return absl::OkStatus();
+}
 
 std::string HostOf(const std::string& address) {
   if (!address.empty() && address.front() == '[') {  // [v6]:port
@@ -201,6 +248,12 @@ absl::Status WorkerPool::Start() {
     }
   }
   if (state_ != State::kStarting) return down_;
+  for (const auto& s : sessions_) {
+    if (absl::Status valid = CheckReady(*s->ready, options_.vocab_size); !valid.ok()) {
+      MarkDownLocked(s->rank, absl::StatusCode::kFailedPrecondition, std::string(valid.message()));
+      return down_;
+    }
+  }
   kv_blocks_ = sessions_.front()->ready->kv_blocks();
   for (const auto& s : sessions_) {
     kv_blocks_ = std::min<int64_t>(kv_blocks_, s->ready->kv_blocks());
@@ -288,6 +341,13 @@ StoreReply WorkerPool::BlockingStoreOp(const StoreRequest& request) {
 void WorkerPool::ServeStoreRequest(Session* s, const StoreRequest& request) {
   StoreReply reply;
   reply.set_id(request.id());
+  if (absl::Status valid = CheckStoreRequest(request); !valid.ok()) {
+    reply.set_error(std::string(valid.message()));
+    CoordinatorMessage message;
+    *message.mutable_store_reply() = std::move(reply);
+    Write(s, message);
+    return;
+  }
   switch (request.op()) {
     case StoreRequest::OP_SET:
       if (absl::Status st = store_.Set(request.key(), request.value()); !st.ok()) {
@@ -313,10 +373,18 @@ void WorkerPool::ServeStoreRequest(Session* s, const StoreRequest& request) {
       // Blocking: answer from a thread of its own so the reader keeps dispatching.
       absl::MutexLock lock(&mu_);
       if (closing_) return;
+      if (blocking_store_ops_ >= kMaxBlockingStoreOps) {
+        reply.set_error(absl::StrCat("StoreRequest: more than ", kMaxBlockingStoreOps,
+                                     " blocking operations in flight"));
+        break;
+      }
+      ++blocking_store_ops_;
       store_threads_.emplace_back([this, s, request] {
         CoordinatorMessage message;
         *message.mutable_store_reply() = BlockingStoreOp(request);
         Write(s, message);
+        absl::MutexLock lock(&mu_);
+        --blocking_store_ops_;
       });
       return;
     }
@@ -367,6 +435,14 @@ absl::StatusOr<StepOutcome> WorkerPool::RunStep(const tpserve::v1::Step& step) {
                                   : AwaitResultsOnStreams(step.step_id(), deadline, budget);
   if (!joined.ok()) return joined;
   absl::MutexLock lock(&mu_);
+  for (const auto& s : sessions_) {
+    if (absl::Status valid = protocol::CheckStepResult(step, *s->result, s->rank, vocab_size_);
+        !valid.ok()) {
+      MarkDownLocked(s->rank, absl::StatusCode::kInternal,
+                     absl::StrCat("step ", step.step_id(), " refused: ", valid.message()));
+      return down_;
+    }
+  }
   StepOutcome outcome;
   outcome.result = *sessions_.front()->result;
   for (const auto& s : sessions_) {

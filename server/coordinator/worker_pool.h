@@ -40,7 +40,10 @@
 namespace tpserve::coordinator {
 
 struct WorkerPoolOptions {
-  std::vector<std::string> workers;        // "host:port" of each worker; position = rank
+  std::vector<std::string> workers;  // "host:port" of each worker; position = rank
+  // The model's vocabulary as the coordinator read it: every Ready must report it, and
+  // sampled ids are checked against it (0: taken from rank 0's Ready, unchecked).
+  int32_t vocab_size = 0;
   std::string model_path;                  // as the workers see it
   uint64_t kv_budget_bytes = 64ull << 20;  // per worker
   uint32_t kv_block_size = kKvBlockSize;   // tokens per KV block
@@ -160,6 +163,7 @@ class WorkerPool {
   tpserve::v1::CoordinatorMessage step_message_;  // RunStep's, reused (under step_mu_)
   std::string step_bytes_;                        // its Step serialized for the link
   std::vector<std::thread> store_threads_ ABSL_GUARDED_BY(mu_);
+  size_t blocking_store_ops_ ABSL_GUARDED_BY(mu_) = 0;  // of store_threads_, still running
 };
 
 }  // namespace tpserve::coordinator

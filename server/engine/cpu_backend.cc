@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/add.h"
@@ -49,7 +50,13 @@ absl::StatusOr<Tensor> CpuBackend::Allocate(int64_t rows, int64_t cols, DType dt
   const Tensor t{nullptr, rows, cols, dtype};
   const int64_t n = std::max<int64_t>(1, (t.bytes() + 3) / 4);
   // Value-initialised: fresh KV blocks and workspaces read as zeros, never garbage.
-  buffers_.push_back(std::make_unique<float[]>(n));
+  std::unique_ptr<float[]> buffer(new (std::nothrow) float[n]());
+  if (buffer == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", n * sizeof(float),
+                                                     " bytes for a ", DTypeName(dtype), " tensor [",
+                                                     rows, ", ", cols, "]"));
+  }
+  buffers_.push_back(std::move(buffer));
   allocated_bytes_ += n * static_cast<int64_t>(sizeof(float));
   return Tensor{buffers_.back().get(), rows, cols, dtype};
 }

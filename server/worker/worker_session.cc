@@ -14,6 +14,7 @@
 #include "server/comm/host_layout.h"
 #include "server/common/status_macros.h"
 #include "server/model/shard_plan.h"
+#include "server/protocol/step_codec.h"
 
 namespace tpserve::worker {
 
@@ -25,23 +26,8 @@ using tpserve::v1::WorkerMessage;
 
 namespace {
 
-constexpr uint32_t kMaxThreads = 1024;
 // How long an executor with a core to spare watches the link for the next step.
 constexpr absl::Duration kPollForNextStep = absl::Milliseconds(1);
-
-engine::SamplingParams FromProto(const tpserve::v1::SamplingParams& p) {
-  engine::SamplingParams s;
-  s.temperature = p.temperature();
-  s.top_k = p.top_k();
-  s.top_p = p.top_p();
-  s.min_p = p.min_p();
-  s.repetition_penalty = p.repetition_penalty();
-  s.frequency_penalty = p.frequency_penalty();
-  s.presence_penalty = p.presence_penalty();
-  s.seed = p.seed();
-  s.logprobs = p.logprobs();
-  return s;
-}
 
 WorkerMessage ErrorMessage(const std::string& text) {
   WorkerMessage m;
@@ -50,27 +36,6 @@ WorkerMessage ErrorMessage(const std::string& text) {
 }
 
 }  // namespace
-
-absl::Status ValidateInit(const Init& init, int device) {
-  if (init.world_size() == 0) return absl::InvalidArgumentError("Init: world_size must be >= 1");
-  if (init.rank() >= init.world_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Init: rank ", init.rank(), " is out of range for world_size ", init.world_size()));
-  }
-  RankDevice where;
-  where.device = device;
-  RETURN_IF_ERROR(CheckRankBackend(init.backend(), where));
-  if (init.threads() > kMaxThreads) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Init: threads ", init.threads(), " is above the limit of ", kMaxThreads));
-  }
-  if (init.model_path().empty()) return absl::InvalidArgumentError("Init: model_path is empty");
-  if (::access(init.model_path().c_str(), R_OK) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("Init: model path '", init.model_path(), "' is not readable on this worker"));
-  }
-  return absl::OkStatus();
-}
 
 WorkerSession::WorkerSession(grpc::ServerContext* context, SessionStream* stream,
                              const WorkerServiceOptions& options, std::function<void()> on_closing)
@@ -92,7 +57,7 @@ grpc::Status WorkerSession::Run() {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, text);
   }
   const Init init = first.init();
-  if (absl::Status valid = ValidateInit(init, options_.device); !valid.ok()) {
+  if (absl::Status valid = ValidateInit(init, options_.device, options_.init_limits); !valid.ok()) {
     LOG(WARNING) << "refusing Init: " << valid;
     const std::string text(valid.message());
     Write(ErrorMessage(text));
@@ -333,47 +298,29 @@ void WorkerSession::RunStep(const Step& step, StepResult* out) {
   const int64_t comm_before = comm_->comm_ns();
   StepResult& result = *out;
   result.set_step_id(step.step_id());
-  engine::StepBatch batch;
-  batch.sequences.reserve(step.sequences_size());
-  for (const tpserve::v1::StepSequence& s : step.sequences()) {
-    engine::StepSequence seq;
-    seq.tokens.assign(s.token_ids().begin(), s.token_ids().end());
-    seq.start_pos = static_cast<int32_t>(s.start_pos());
-    seq.block_table.assign(s.block_table().begin(), s.block_table().end());
-    seq.want_logits = s.sample();
-    batch.sequences.push_back(std::move(seq));
-  }
-  absl::Status status = model_->Forward(batch, &logits_);
+  const int64_t vocab = model_->config().vocab_size;
+  // Every rank decodes and checks the same Step the same way, so a bad one is refused by
+  // all before any collective, and no rank waits for a peer that refused it.
+  absl::StatusOr<protocol::DecodedStep> decoded =
+      protocol::DecodeStep(step, static_cast<int32_t>(vocab));
+  absl::Status status = decoded.status();
+  if (status.ok()) status = model_->Forward(decoded->batch, &logits_);
   // Rank 0 only samples from here on: wake the coordinator now, so that it is running (not
   // still waking up) when the result lands.
   if (link_ != nullptr && rank_ == 0) link_->Nudge();
-  const int64_t vocab = model_->config().vocab_size;
   if (status.ok() && rank_ == 0 &&
-      static_cast<int64_t>(logits_.size()) != batch.num_logit_rows() * vocab) {
+      static_cast<int64_t>(logits_.size()) !=
+          static_cast<int64_t>(decoded->samples.size()) * vocab) {
     status = absl::InternalError(absl::StrCat("logits hold ", logits_.size(), " values, want ",
-                                              batch.num_logit_rows(), " x ", vocab));
+                                              decoded->samples.size(), " x ", vocab));
   }
   if (status.ok() && rank_ == 0) {
-    int64_t row = 0;
-    for (const tpserve::v1::StepSequence& s : step.sequences()) {
-      if (!s.sample()) continue;
-      const engine::SamplingParams params = FromProto(s.sampling());
-      // penalty_token_ids is prompt + generated; the last sample_index of them are generated.
-      const absl::Span<const int32_t> history(s.penalty_token_ids().data(),
-                                              s.penalty_token_ids().size());
-      const size_t generated = std::min<size_t>(s.sample_index(), history.size());
-      const engine::SampleResult r = sampler_.Sample(
-          absl::MakeConstSpan(logits_).subspan(row * vocab, vocab), params,
-          {history.first(history.size() - generated), history.last(generated)}, s.sample_index());
-      ++row;
-      tpserve::v1::SampledToken* t = result.add_tokens();
-      t->set_seq_id(s.seq_id());
-      t->set_token_id(r.token_id);
-      t->set_logprob(r.logprob);
-      for (const engine::TokenLogprob& top : r.top) {
-        t->add_top_token_ids(top.token_id);
-        t->add_top_logprobs(top.logprob);
-      }
+    for (size_t row = 0; row < decoded->samples.size(); ++row) {
+      const protocol::SampleSpec& spec = decoded->samples[row];
+      const engine::SampleResult r =
+          sampler_.Sample(absl::MakeConstSpan(logits_).subspan(row * vocab, vocab), spec.params,
+                          spec.history, spec.sample_index);
+      protocol::AddSampledToken(spec.seq_id, r, &result);
     }
   }
   if (!status.ok()) {

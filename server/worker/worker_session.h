@@ -27,6 +27,7 @@
 #include "server/engine/sampler.h"
 #include "server/model/weight_source.h"
 #include "server/worker/comm_factory.h"
+#include "server/worker/init_validator.h"
 #include "server/worker/rank_factory.h"
 #include "server/worker/stream_store.h"
 #include "server/worker/timed_communicator.h"
@@ -46,17 +47,14 @@ struct WorkerServiceOptions {
   WorkerMetrics* metrics = nullptr;
   // The CUDA ordinal this worker computes on; -1: the CPU (threads from Init).
   int device = -1;
+  // What an Init may ask of this worker (ValidateInit).
+  InitLimits init_limits = HostInitLimits();
   // Exact mode whatever Init says (the worker's --dequantize).
   bool dequantize = false;
 };
 
 using SessionStream =
     grpc::ServerReaderWriterInterface<tpserve::v1::WorkerMessage, tpserve::v1::CoordinatorMessage>;
-
-// OK when Init can be served on `device` (-1: CPU): rank < world_size, a backend this worker
-// has (GLOO; NCCL on a GPU), model path readable; InvalidArgument / FailedPrecondition naming
-// the field otherwise.
-absl::Status ValidateInit(const tpserve::v1::Init& init, int device = -1);
 
 class WorkerSession {
  public:

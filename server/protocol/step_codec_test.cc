@@ -1,0 +1,193 @@
+#include "server/protocol/step_codec.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tpserve::protocol {
+namespace {
+
+constexpr int32_t kVocab = 1000;
+
+engine::SamplingParams Penalised() {
+  engine::SamplingParams p;
+  p.temperature = 0.7f;
+  p.top_k = 40;
+  p.top_p = 0.9f;
+  p.min_p = 0.05f;
+  p.repetition_penalty = 1.1f;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = -0.25f;
+  p.seed = 1234567890123ull;
+  p.logprobs = 5;
+  return p;
+}
+
+// A Step of two sequences: a prefill chunk that does not sample, then a decode that does,
+// with penalties (so its history travels).
+tpserve::v1::Step TwoSequenceStep() {
+  tpserve::v1::Step step;
+  const std::vector<int32_t> chunk = {5, 6, 7}, blocks = {3, 1};
+  AddStepSequence({.seq_id = 11, .tokens = chunk, .start_pos = 16, .block_table = blocks},
+                  engine::SamplingParams(), {}, &step);
+  const std::vector<int32_t> token = {9}, table = {0}, prompt = {1, 2}, generated = {3, 4, 9};
+  AddStepSequence({.seq_id = 12,
+                   .tokens = token,
+                   .start_pos = 4,
+                   .block_table = table,
+                   .sample = true,
+                   .sample_index = 3},
+                  Penalised(), {prompt, generated}, &step);
+  return step;
+}
+
+TEST(StepCodecTest, StepRoundTrips) {
+  const tpserve::v1::Step step = TwoSequenceStep();
+  absl::StatusOr<DecodedStep> d = DecodeStep(step, kVocab);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->batch.sequences.size(), 2u);
+  const engine::StepSequence& chunk = d->batch.sequences[0];
+  EXPECT_EQ(chunk.tokens, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(chunk.start_pos, 16);
+  EXPECT_EQ(chunk.block_table, (std::vector<int32_t>{3, 1}));
+  EXPECT_FALSE(chunk.want_logits);
+  EXPECT_TRUE(d->batch.sequences[1].want_logits);
+  ASSERT_EQ(d->samples.size(), 1u);
+  const SampleSpec& s = d->samples[0];
+  EXPECT_EQ(s.seq_id, 12u);
+  EXPECT_EQ(s.sample_index, 3u);
+  const engine::SamplingParams want = Penalised();
+  EXPECT_EQ(s.params.temperature, want.temperature);
+  EXPECT_EQ(s.params.top_k, want.top_k);
+  EXPECT_EQ(s.params.top_p, want.top_p);
+  EXPECT_EQ(s.params.min_p, want.min_p);
+  EXPECT_EQ(s.params.repetition_penalty, want.repetition_penalty);
+  EXPECT_EQ(s.params.frequency_penalty, want.frequency_penalty);
+  EXPECT_EQ(s.params.presence_penalty, want.presence_penalty);
+  EXPECT_EQ(s.params.seed, want.seed);
+  EXPECT_EQ(s.params.logprobs, want.logprobs);
+  EXPECT_EQ(std::vector<int32_t>(s.history.prompt.begin(), s.history.prompt.end()),
+            (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(std::vector<int32_t>(s.history.generated.begin(), s.history.generated.end()),
+            (std::vector<int32_t>{3, 4, 9}));
+}
+
+TEST(StepCodecTest, NoHistoryTravelsWithoutPenalties) {
+  tpserve::v1::Step step;
+  const std::vector<int32_t> token = {9}, table = {0}, prompt = {1, 2};
+  AddStepSequence({.seq_id = 1, .tokens = token, .block_table = table, .sample = true},
+                  engine::SamplingParams(), {prompt, {}}, &step);
+  EXPECT_EQ(step.sequences(0).penalty_token_ids_size(), 0);
+}
+
+// The message of DecodeStep on `step`, which must be refused.
+std::string Refusal(const tpserve::v1::Step& step) {
+  absl::StatusOr<DecodedStep> d = DecodeStep(step, kVocab);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << d.status();
+  return std::string(d.status().message());
+}
+
+TEST(StepCodecTest, RefusesHostileSteps) {
+  tpserve::v1::Step step = TwoSequenceStep();
+  step.mutable_sequences(0)->set_start_pos(1u << 31);
+  EXPECT_EQ(Refusal(step), "Step: sequences[0]: start_pos 2147483648 is above 2147483647");
+
+  step = TwoSequenceStep();
+  step.mutable_sequences(0)->set_block_table(1, 0xFFFFFFFFu);
+  EXPECT_EQ(Refusal(step), "Step: sequences[0]: block_table holds 4294967295, above 2147483647");
+
+  step = TwoSequenceStep();
+  step.mutable_sequences(1)->set_seq_id(11);
+  EXPECT_EQ(Refusal(step), "Step: sequences[1]: seq_id 11 appears twice");
+
+  const auto with_sampling = [](auto edit) {
+    tpserve::v1::Step s = TwoSequenceStep();
+    edit(s.mutable_sequences(1)->mutable_sampling());
+    return s;
+  };
+  EXPECT_NE(Refusal(with_sampling([](tpserve::v1::SamplingParams* p) {
+              p->set_temperature(std::numeric_limits<float>::quiet_NaN());
+            })).find("sequences[1]: sampling: temperature"),
+            std::string::npos);
+  EXPECT_NE(Refusal(with_sampling([](tpserve::v1::SamplingParams* p) {
+              p->set_top_k(-5);
+            })).find("top_k must be >= 0, got -5"),
+            std::string::npos);
+  EXPECT_EQ(
+      Refusal(with_sampling([](tpserve::v1::SamplingParams* p) { p->set_logprobs(1000000); })),
+      "Step: sequences[1]: sampling: logprobs 1000000 is above the limit of 100");
+  EXPECT_NE(Refusal(with_sampling([](tpserve::v1::SamplingParams* p) {
+              p->set_top_p(0.0f);
+            })).find("top_p"),
+            std::string::npos);
+}
+
+TEST(StepCodecTest, ALogprobsLimitNeverExceedsTheVocabulary) {
+  tpserve::v1::Step step = TwoSequenceStep();
+  step.mutable_sequences(1)->mutable_sampling()->set_logprobs(20);
+  EXPECT_TRUE(DecodeStep(step, 20).ok());
+  EXPECT_EQ(DecodeStep(step, 19).status().message(),
+            "Step: sequences[1]: sampling: logprobs 20 is above the limit of 19");
+}
+
+// A StepResult answering TwoSequenceStep: seq 12 drew `id` with tops `top`.
+tpserve::v1::StepResult Answer(int32_t id, std::vector<int32_t> top) {
+  engine::SampleResult r;
+  r.token_id = id;
+  r.logprob = -0.5f;
+  for (int32_t t : top) r.top.push_back({t, -1.0f});
+  tpserve::v1::StepResult result;
+  AddSampledToken(12, r, &result);
+  return result;
+}
+
+TEST(StepCodecTest, SampledTokensRoundTrip) {
+  const tpserve::v1::StepResult result = Answer(9, {9, 4, 0});
+  EXPECT_TRUE(CheckStepResult(TwoSequenceStep(), result, 0, kVocab).ok());
+  engine::SamplingParams params;
+  params.stop_token_ids = {9};
+  const engine::SampleResult r = FromSampledToken(result.tokens(0), params);
+  EXPECT_EQ(r.token_id, 9);
+  EXPECT_EQ(r.logprob, -0.5f);
+  ASSERT_EQ(r.top.size(), 3u);
+  EXPECT_EQ(r.top[1].token_id, 4);
+  EXPECT_TRUE(r.is_stop);
+  EXPECT_FALSE(FromSampledToken(Answer(8, {}).tokens(0), params).is_stop);
+}
+
+// The message of CheckStepResult on `result` from `rank`, which must be refused.
+std::string Refused(const tpserve::v1::StepResult& result, int rank = 0) {
+  const absl::Status s = CheckStepResult(TwoSequenceStep(), result, rank, kVocab);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  return std::string(s.message());
+}
+
+TEST(StepCodecTest, RefusesHostileResults) {
+  EXPECT_EQ(Refused(Answer(1000000, {})),
+            "StepResult: tokens[0]: token_id 1000000 is outside the vocabulary [0, 1000)");
+  EXPECT_EQ(Refused(Answer(-1, {})),
+            "StepResult: tokens[0]: token_id -1 is outside the vocabulary [0, 1000)");
+  EXPECT_EQ(Refused(Answer(3, {1, 1000})),
+            "StepResult: tokens[0]: top_token_ids holds 1000, outside the vocabulary [0, 1000)");
+  EXPECT_EQ(Refused(Answer(3, {1, 2, 3, 4, 5, 6})),
+            "StepResult: tokens[0]: 6 top alternatives where 5 were asked for");
+  tpserve::v1::StepResult unpaired = Answer(3, {1, 2});
+  unpaired.mutable_tokens(0)->add_top_logprobs(-3.0f);
+  EXPECT_EQ(Refused(unpaired), "StepResult: tokens[0]: 2 top_token_ids but 3 top_logprobs");
+  tpserve::v1::StepResult other = Answer(3, {});
+  other.mutable_tokens(0)->set_seq_id(11);
+  EXPECT_EQ(Refused(other),
+            "StepResult: tokens[0]: seq_id 11 where the Step's sampled sequence 0 is 12");
+  tpserve::v1::StepResult extra = Answer(3, {});
+  *extra.add_tokens() = extra.tokens(0);
+  EXPECT_EQ(Refused(extra), "StepResult: 2 tokens for 1 sampled sequences");
+  EXPECT_EQ(Refused(tpserve::v1::StepResult()), "StepResult: 0 tokens for 1 sampled sequences");
+  EXPECT_EQ(Refused(Answer(3, {}), 1), "StepResult: rank 1 returned 1 tokens; only rank 0 samples");
+  EXPECT_TRUE(CheckStepResult(TwoSequenceStep(), tpserve::v1::StepResult(), 1, kVocab).ok());
+}
+
+}  // namespace
+}  // namespace tpserve::protocol

@@ -1,0 +1,37 @@
+// File: server/worker/init_validator.h
+//
+// ValidateInit: the one check a worker makes of a Session's Init before it acts on any of
+// it (opens a model, sizes a KV cache, starts threads, joins a world). Whoever sent it, an
+// Init that passes cannot make the worker abort, exhaust the host's memory or threads, or
+// touch a file it could not read anyway. Pure; thread-safe.
+#ifndef TPSERVE_SERVER_WORKER_INIT_VALIDATOR_H_
+#define TPSERVE_SERVER_WORKER_INIT_VALIDATOR_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "tpserve/v1/worker.pb.h"
+
+namespace tpserve::worker {
+
+// What this worker accepts in an Init.
+struct InitLimits {
+  uint32_t max_threads = 0;     // compute threads (0 for Init: this host's share)
+  uint64_t max_kv_bytes = 0;    // KV cache budget
+  uint32_t max_world_size = 0;  // ranks in a world
+  uint32_t max_kv_block_size = 0;
+};
+
+// This host's limits: threads up to its usable CPUs, a KV cache of at most half its
+// physical memory, worlds of up to 1024 ranks, KV blocks of up to 256 tokens.
+InitLimits HostInitLimits();
+
+// OK when `init` is within `limits` and can be served on `device` (-1: the CPU): rank <
+// world_size, a backend this worker has (GLOO; NCCL on a GPU), a readable model path.
+// InvalidArgument (a field out of its range, naming it and the limit) or FailedPrecondition (cannot
+// be served here).
+absl::Status ValidateInit(const tpserve::v1::Init& init, int device, const InitLimits& limits);
+
+}  // namespace tpserve::worker
+
+#endif  // TPSERVE_SERVER_WORKER_INIT_VALIDATOR_H_
