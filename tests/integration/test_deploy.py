@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from pki import make_ca, make_cert
 from worker_procs import free_port
 
 DEPLOY = REPO / "deploy"
@@ -552,7 +553,8 @@ class _HealthServer:
     """grpc.health.v1.Health/Check with raw bytes: status 1 SERVING, 2 NOT_SERVING; an
     unknown service name gets NOT_FOUND (as gRPC's own health service answers)."""
 
-    def __init__(self):
+    def __init__(self, tls=None):
+        """`tls`: (key, certificate) paths, to serve TLS instead of plaintext."""
         self.status = b"\x08\x01"
         self.delay_s = 0.0
         self.requests = []
@@ -563,7 +565,12 @@ class _HealthServer:
             "Check": grpc.unary_unary_rpc_method_handler(self._check),
         })
         self._server.add_generic_rpc_handlers((handler,))
-        self._server.add_insecure_port(f"127.0.0.1:{self.port}")
+        if tls is None:
+            self._server.add_insecure_port(f"127.0.0.1:{self.port}")
+        else:
+            credentials = grpc.ssl_server_credentials([(tls[0].read_bytes(),
+                                                        tls[1].read_bytes())])
+            self._server.add_secure_port(f"127.0.0.1:{self.port}", credentials)
         self._server.start()
 
     def _check(self, request, context):
@@ -645,6 +652,30 @@ def test_healthcheck_times_out(health_server):
     out, elapsed = _healthcheck(health_server.address, "--timeout", "0.5")
     assert out.returncode == 1 and "DEADLINE_EXCEEDED" in out.stderr
     assert elapsed < 2.9
+
+
+def test_healthcheck_over_tls(tmp_path):
+    """A coordinator serving TLS with a certificate for its Service name (as deploy/k8s/ and
+    compose do), checked at 127.0.0.1: the CA and the name are needed."""
+    ca = make_ca(tmp_path, "ca")
+    server = _HealthServer(tls=make_cert(tmp_path, "server", ca,
+                                         "subjectAltName=DNS:tpserve\n"))
+    try:
+        tls = ["--tls_ca_file", str(ca[1]), "--tls_server_name", "tpserve"]
+        out, _ = _healthcheck(server.address, *tls)
+        assert out.returncode == 0 and "SERVING" in out.stdout, out.stderr
+        out, _ = _healthcheck(server.address, "--timeout", "2")  # plaintext
+        assert out.returncode == 1 and "UNAVAILABLE" in out.stderr
+        out, _ = _healthcheck(server.address, "--timeout", "2", *tls[:2])  # 127.0.0.1 not in it
+        assert out.returncode == 1 and "UNAVAILABLE" in out.stderr
+        other = make_ca(tmp_path, "other")
+        out, _ = _healthcheck(server.address, "--timeout", "2", "--tls_ca_file", str(other[1]),
+                              "--tls_server_name", "tpserve")
+        assert out.returncode == 1 and "UNAVAILABLE" in out.stderr
+        out, _ = _healthcheck(server.address, "--tls_server_name", "tpserve")
+        assert out.returncode == 2 and "--tls_ca_file" in out.stderr
+    finally:
+        server.stop()
 
 
 def test_healthcheck_codec():

@@ -54,7 +54,7 @@ def server(request, tmp_path_factory, tpserve_bin, smollm_gguf):
 @pytest.fixture(scope="module")
 def small_server(request, tmp_path_factory, tpserve_bin, smollm_gguf):
     return _serve(request, tmp_path_factory, tpserve_bin, smollm_gguf, "client-serve-small",
-                  max_running=1, max_queue=1, reflection=False)
+                  max_running=1, max_queue=1)
 
 
 @pytest.fixture(scope="module")

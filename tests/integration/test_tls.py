@@ -2,57 +2,39 @@
 --tls_key_file), mutual TLS (--tls_client_ca_file) and API keys (--api_key_file), driven by
 tpserve-cli, tpserve-bench and the Python client.
 
-Certificates are made here with the `openssl` command (EC P-256, quick): CA 1 signs the
-server's certificate (SAN 127.0.0.1 and localhost) and a client's; a foreign CA signs another
-client's; CA 1 also signs an expired client certificate (`-days -1`); CA 2 signs the server's
-next certificate, written over the first to test rotation.
+Certificates are made with the `openssl` command (pki.py): CA 1 signs the server's
+certificate (SAN 127.0.0.1 and localhost) and a client's; a foreign CA signs another client's;
+CA 1 also signs an expired client certificate (`-days -1`); CA 2 signs the server's next
+certificate, written over the first to test rotation.
 
 Two servers at TP=1 (SmolLM2), started together: `tls` (TLS + API keys, files re-read every
-second) and `mtls` (mutual TLS, no keys). Generations are of a few tokens. The rotation tests
-come last in `tls`'s group, as they change its files. Every process is stopped in a
-finalizer; everything talks to 127.0.0.1 only. Budget: well under two minutes on two cores."""
+second) and `mtls` (mutual TLS, no keys; /metrics on --metrics_host=127.0.0.2, another
+loopback address, to show that the flag moves it off --host). Generations are of a few
+tokens. The rotation tests come last, as they change `tls`'s files. Every process is stopped
+in a finalizer; everything stays on the loopback interface. Budget: under a minute on two
+cores."""
 import os
+import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import grpc
 import pytest
 
 import python_client_pkg
 import serve_procs
+import worker_procs
+from pki import CLIENT_EXT, SERVER_EXT, make_ca, make_cert
 
 RPC_S = 20
 KEY_1 = "first-key-0123456789abcdef"
 KEY_2 = "second-key-fedcba9876543210"
-SERVER_EXT = "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
-CLIENT_EXT = "extendedKeyUsage=clientAuth\n"
+METRICS_HOST = "127.0.0.2"  # loopback too, but not --host
 
 
 # --- certificates ---------------------------------------------------------------------------
-
-def openssl(cwd, *args):
-    proc = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=30)
-    assert proc.returncode == 0, f"openssl {' '.join(args)}:\n{proc.stderr}"
-
-
-def make_ca(d, name):
-    """A self-signed CA: (key path, certificate path)."""
-    openssl(d, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-            "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.pem", "-subj",
-            f"/CN=tpserve test {name}", "-days", "2")
-    return d / f"{name}.key", d / f"{name}.pem"
-
-
-def make_cert(d, name, ca, ext, days=2):
-    """A key and a certificate signed by `ca` (valid `days` days; -1: expired yesterday)."""
-    (d / f"{name}.ext").write_text(ext)
-    openssl(d, "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
-    openssl(d, "x509", "-req", "-in", f"{name}.csr", "-CA", str(ca[1]), "-CAkey", str(ca[0]),
-            "-days", str(days), "-extfile", f"{name}.ext", "-out", f"{name}.pem")
-    return d / f"{name}.key", d / f"{name}.pem"
-
 
 def replace(path, data):
     """Writes `path` whole, by a rename, as a rotation would."""
@@ -83,6 +65,21 @@ def creds(ca, client=None):
 
 # --- the servers ----------------------------------------------------------------------------
 
+def free_pair():
+    """A port p with p free on METRICS_HOST (the coordinator's metrics) and p + 1 free on
+    127.0.0.1 (its worker's)."""
+    for _ in range(50):
+        p = worker_procs.free_port()
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind((METRICS_HOST, p))
+                b.bind(("127.0.0.1", p + 1))
+            return p
+        except OSError:
+            continue
+    raise RuntimeError("no free pair of ports")
+
+
 @pytest.fixture(scope="module")
 def servers(request, tmp_path_factory, tpserve_bin, smollm_gguf, pki):
     """{"tls": ..., "mtls": ...}, both SERVING. `tls` serves copies of the server files
@@ -98,10 +95,13 @@ def servers(request, tmp_path_factory, tpserve_bin, smollm_gguf, pki):
         tpserve_bin, smollm_gguf, d / "tls.log", tp=1, threads=1, tls_cert_file=live_cert,
         tls_key_file=live_key, tls_refresh_interval_s=1, api_key_file=keys)
     request.addfinalizer(lambda: serve_procs.cleanup(started["tls"]))
+    metrics_port = free_pair()
     started["mtls"] = serve_procs.start(
         tpserve_bin, smollm_gguf, d / "mtls.log", tp=1, threads=1,
         tls_cert_file=pki["server"][1], tls_key_file=pki["server"][0],
-        tls_client_ca_file=pki["ca1"][1])
+        tls_client_ca_file=pki["ca1"][1], metrics_port=metrics_port,
+        metrics_host=METRICS_HOST)
+    started["mtls"].metrics_port = metrics_port
     request.addfinalizer(lambda: serve_procs.cleanup(started["mtls"]))
     serve_procs.wait_serving(started["tls"], timeout_s=120, credentials=creds(pki["ca1"]))
     serve_procs.wait_serving(started["mtls"], timeout_s=120,
@@ -275,6 +275,14 @@ def test_reflection_is_off_by_default(servers, pki):
         with pytest.raises(grpc.RpcError) as e:
             list(info(iter([b"\x3a\x01*"]), timeout=RPC_S))
     assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_metrics_bind_the_metrics_host(servers):
+    port = servers["mtls"].metrics_port
+    with urllib.request.urlopen(f"http://{METRICS_HOST}:{port}/metrics", timeout=10) as r:
+        assert r.status == 200 and b"tpserve_requests_total" in r.read()
+    with pytest.raises(urllib.error.URLError):  # not on --host
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
 
 
 # --- mutual TLS -----------------------------------------------------------------------------
