@@ -10,8 +10,10 @@ ADDRESS defaults to $TPSERVE_HEALTH_ADDR, then 127.0.0.1:50051 (the coordinator)
 checks its own port, 127.0.0.1:7001. A coordinator serving TLS (--tls_cert_file) is checked
 with --tls_ca_file, the CA that signed its certificate, and --tls_server_name, a name in that
 certificate when it does not hold the address dialled (e.g. `tpserve`, checked at
-127.0.0.1); --tls_cert_file/--tls_key_file present a client certificate (mutual TLS).
-grpc.health.v1 asks for no API key. Needs only grpcio (Debian/Ubuntu python3-grpcio): the
+127.0.0.1); --tls_cert_file/--tls_key_file present a client certificate (mutual TLS). Their
+defaults come from $TPSERVE_HEALTH_TLS_CA, $TPSERVE_HEALTH_TLS_SERVER_NAME,
+$TPSERVE_HEALTH_TLS_CERT and $TPSERVE_HEALTH_TLS_KEY, so that the image's own HEALTHCHECK
+works against a TLS port too. grpc.health.v1 asks for no API key. Needs only grpcio (Debian/Ubuntu python3-grpcio): the
 two messages are encoded by hand, as tests/integration/worker_procs.py does, so no generated
 health stubs are needed.
 """
@@ -129,11 +131,15 @@ def main(argv=None):
                         default=os.environ.get("TPSERVE_HEALTH_ADDR", "127.0.0.1:50051"))
     parser.add_argument("--service", default="", help='health service name ("": the server)')
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
-    parser.add_argument("--tls_ca_file", default="", help="PEM CA of the server's certificate")
-    parser.add_argument("--tls_server_name", default="",
+    env = os.environ.get
+    parser.add_argument("--tls_ca_file", default=env("TPSERVE_HEALTH_TLS_CA", ""),
+                        help="PEM CA of the server's certificate")
+    parser.add_argument("--tls_server_name", default=env("TPSERVE_HEALTH_TLS_SERVER_NAME", ""),
                         help="name to verify in the server's certificate (default: the host)")
-    parser.add_argument("--tls_cert_file", default="", help="PEM client certificate (mTLS)")
-    parser.add_argument("--tls_key_file", default="", help="PEM key of --tls_cert_file")
+    parser.add_argument("--tls_cert_file", default=env("TPSERVE_HEALTH_TLS_CERT", ""),
+                        help="PEM client certificate (mutual TLS)")
+    parser.add_argument("--tls_key_file", default=env("TPSERVE_HEALTH_TLS_KEY", ""),
+                        help="PEM key of --tls_cert_file")
     args = parser.parse_args(argv)
     if bool(args.tls_cert_file) != bool(args.tls_key_file):
         parser.error("--tls_cert_file and --tls_key_file go together")
