@@ -6,8 +6,11 @@
 #include <openssl/x509.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
+#include <memory>
 #include <sstream>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/security/tls_certificate_provider.h"

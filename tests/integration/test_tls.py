@@ -5,7 +5,7 @@ tpserve-cli, tpserve-bench and the Python client.
 Certificates are made with the `openssl` command (pki.py): CA 1 signs the server's
 certificate (SAN 127.0.0.1 and localhost) and a client's; a foreign CA signs another client's;
 CA 1 also signs an expired client certificate (`-days -1`); CA 2 signs the server's next
-certificate, written over the first to test rotation.
+certificate, written over the first to test rotation, and then an expired one.
 
 Two servers at TP=1 (SmolLM2), started together: `tls` (TLS + API keys, files re-read every
 second) and `mtls` (mutual TLS, no keys; /metrics on --metrics_host=127.0.0.2, another
@@ -50,6 +50,7 @@ def pki(tmp_path_factory):
     return {"dir": d, "ca1": ca1, "ca2": ca2, "foreign": foreign,
             "server": make_cert(d, "server", ca1, SERVER_EXT),
             "server2": make_cert(d, "server2", ca2, SERVER_EXT),
+            "expired_server": make_cert(d, "expired-server", ca2, SERVER_EXT, days=-1),
             "client": make_cert(d, "client", ca1, CLIENT_EXT),
             "foreign_client": make_cert(d, "foreign-client", foreign, CLIENT_EXT),
             "expired_client": make_cert(d, "expired-client", ca1, CLIENT_EXT, days=-1)}
@@ -331,12 +332,24 @@ def test_rotated_certificate_serves_new_connections(servers, pki):
 
 def test_rotated_api_key_file(servers, pki):
     tls = servers["tls"]
-    ca = creds(pki["ca2"]) if model_info_code(tls, creds(pki["ca2"]), KEY_1) in (
-        grpc.StatusCode.OK, grpc.StatusCode.UNAUTHENTICATED) else creds(pki["ca1"])
+    ca = creds(pki["ca2"])  # the certificate rotated by the test above
     assert model_info_code(tls, ca, KEY_1) == grpc.StatusCode.OK
     replace(tls.files["keys"], f"{KEY_2}\n".encode())
     poll("the old key refused",
          lambda: model_info_code(tls, ca, KEY_1) == grpc.StatusCode.UNAUTHENTICATED,
          timeout_s=10)
     assert model_info_code(tls, ca, KEY_2) == grpc.StatusCode.OK
+    assert tls.proc.poll() is None
+
+
+def test_expired_server_certificate_is_refused_by_clients(tc, servers, pki):
+    tls = servers["tls"]
+    replace(tls.files["key"], pki["expired_server"][0].read_bytes())
+    replace(tls.files["cert"], pki["expired_server"][1].read_bytes())
+    # Same CA (2) as the certificate it replaces: only its dates differ.
+    poll("the expired certificate refused",
+         lambda: model_info_code(tls, creds(pki["ca2"]), KEY_2) == grpc.StatusCode.UNAVAILABLE)
+    with tc.Client(tls.address, timeout=RPC_S, ca_file=str(pki["ca2"][1]), api_key=KEY_2) as c:
+        with pytest.raises(tc.Unavailable):
+            c.model_info()
     assert tls.proc.poll() is None
