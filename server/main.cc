@@ -65,7 +65,23 @@ ABSL_FLAG(std::string, comm, "",
           "auto as nccl)");
 ABSL_FLAG(std::string, host, "127.0.0.1", "serve/coordinator: address to listen on");
 ABSL_FLAG(int32_t, port, 50051, "serve/coordinator: port of the public API (0: any free one)");
-ABSL_FLAG(bool, reflection, true, "serve/coordinator: enable gRPC server reflection");
+ABSL_FLAG(bool, reflection, false,
+          "serve/coordinator: enable gRPC server reflection on the public port (it lists the "
+          "services and their messages to anyone who can connect)");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "serve/coordinator: PEM certificate chain of the public port; with --tls_key_file it "
+          "serves TLS (files re-read when they change, no restart)");
+ABSL_FLAG(std::string, tls_key_file, "", "serve/coordinator: PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "serve/coordinator: PEM CA bundle; clients must present a certificate it signed "
+          "(mutual TLS)");
+ABSL_FLAG(int32_t, tls_refresh_interval_s, 60,
+          "serve/coordinator: how often the TLS files are looked at for changes, seconds");
+ABSL_FLAG(std::string, api_key_file, "",
+          "serve/coordinator: API keys, one per line (# comments); every Generation call must "
+          "send 'authorization: Bearer KEY' (the file is re-read when it changes)");
+ABSL_FLAG(std::string, metrics_host, "",
+          "serve/coordinator: address the /metrics endpoint binds (empty: the --host address)");
 ABSL_FLAG(uint32_t, max_input_tokens, 1024, "serve/coordinator: largest prompt, in tokens");
 ABSL_FLAG(uint32_t, max_total_tokens, 2048,
           "serve/coordinator: largest prompt + max_tokens (capped at the context length)");
@@ -96,9 +112,12 @@ constexpr char kUsage[] =
     "  worker   --listen HOST:PORT [--port_file F] [--device N] [--dequantize]\n"
     "           (until SIGINT/SIGTERM)\n"
     "  serve    --model PATH [--tp N] [--devices 0,1,...] [--comm auto|shm|gloo|nccl]\n"
-    "           [--host H] [--port P] [--threads N] [--dequantize] [limits]\n"
+    "           [--host H] [--port P] [--threads N] [--dequantize] [limits] [security]\n"
     "           (N local workers and the public API; SIGTERM drains)\n"
     "  coordinator --model PATH --workers HOST:PORT,... [--host H] [--port P] [limits]\n"
+    "           [security]\n"
+    "  security: [--tls_cert_file F --tls_key_file F [--tls_client_ca_file F]]\n"
+    "           [--api_key_file F] [--reflection] [--metrics_host H]\n"
     "flags may be written with dashes or underscores (--max-tokens = --max_tokens)\n";
 
 int Finish(const absl::Status& status) {
@@ -179,6 +198,11 @@ absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {
   c.model_path = absl::GetFlag(FLAGS_model);
   c.listen = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
   c.reflection = absl::GetFlag(FLAGS_reflection);
+  c.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  c.tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  c.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  c.tls.refresh_interval = absl::Seconds(absl::GetFlag(FLAGS_tls_refresh_interval_s));
+  c.api_key_file = absl::GetFlag(FLAGS_api_key_file);
   c.step_trace_file = absl::GetFlag(FLAGS_step_trace_file);
   c.limits.max_input_tokens = absl::GetFlag(FLAGS_max_input_tokens);
   c.limits.max_total_tokens = absl::GetFlag(FLAGS_max_total_tokens);
@@ -201,6 +225,7 @@ absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {
   o.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
   o.binary = "/proc/self/exe";
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.metrics_host = absl::GetFlag(FLAGS_metrics_host);
   return o;
 }
 

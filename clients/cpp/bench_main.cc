@@ -22,6 +22,7 @@
 #include "clients/cpp/bench_report.h"
 #include "clients/cpp/generation_client.h"
 #include "clients/cpp/load_spec.h"
+#include "clients/cpp/security_flags.h"
 #include "server/common/flags/flag_names.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "tpserve server, HOST:PORT");
@@ -45,9 +46,10 @@ using tpserve::client::GenerationClient;
 using tpserve::client::RequestRecord;
 
 // Runs one request; times are seconds since `t0`.
-RequestRecord RunOne(const std::string& server, const tpserve::v1::GenerateRequest& request,
-                     absl::Time t0, double timeout_s) {
-  GenerationClient client(server, absl::Seconds(timeout_s));
+RequestRecord RunOne(const std::string& server,
+                     const tpserve::client::ClientCredentials& credentials,
+                     const tpserve::v1::GenerateRequest& request, absl::Time t0, double timeout_s) {
+  GenerationClient client(server, absl::Seconds(timeout_s), credentials);
   RequestRecord r;
   r.start_s = absl::ToDoubleSeconds(absl::Now() - t0);
   const grpc::Status status = client.Generate(request, [&](const tpserve::v1::GenerateResponse& m) {
@@ -69,6 +71,7 @@ int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "tpserve-bench --server HOST:PORT [--requests N] "
       "[--concurrency C | --rate R] [--prompt_len D] [--output_len D]\n"
+      "  [--tls_ca_file F [--tls_cert_file F --tls_key_file F]] [--api_key KEY]\n"
       "flags may be written with dashes or underscores (--output-len = --output_len)");
   tpserve::UnderscoreFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
@@ -97,7 +100,15 @@ int Main(int argc, char** argv) {
     prompts = *std::move(read);
   }
   tpserve::v1::ModelInfo info;
-  if (grpc::Status s = GenerationClient(server, absl::Seconds(30)).GetModelInfo(&info); !s.ok()) {
+  absl::StatusOr<tpserve::client::ClientCredentials> credentials =
+      tpserve::client::MakeClientCredentials(tpserve::client::ClientSecurityFromFlags());
+  if (!credentials.ok()) {
+    std::cerr << "tpserve-bench: " << credentials.status().message() << "\n";
+    return 64;
+  }
+  if (grpc::Status s =
+          GenerationClient(server, absl::Seconds(30), *credentials).GetModelInfo(&info);
+      !s.ok()) {
     std::cerr << "tpserve-bench: " << tpserve::client::Describe(s) << "\n";
     return static_cast<int>(s.error_code());
   }
@@ -113,7 +124,8 @@ int Main(int argc, char** argv) {
 
   int64_t warmup_tokens = 0;
   for (int64_t i = 0; i < absl::GetFlag(FLAGS_warmup); ++i) {
-    warmup_tokens += RunOne(server, factory.Make(-1 - i), absl::Now(), timeout_s).output_tokens;
+    warmup_tokens +=
+        RunOne(server, *credentials, factory.Make(-1 - i), absl::Now(), timeout_s).output_tokens;
   }
 
   std::vector<RequestRecord> records(static_cast<size_t>(requests));
@@ -126,7 +138,8 @@ int Main(int argc, char** argv) {
     for (int64_t i = 0; i < requests; ++i) {
       absl::SleepFor(next - absl::Now());
       threads.emplace_back([&, i] {
-        records[static_cast<size_t>(i)] = RunOne(server, factory.Make(i), t0, timeout_s);
+        records[static_cast<size_t>(i)] =
+            RunOne(server, *credentials, factory.Make(i), t0, timeout_s);
       });
       next += absl::Seconds(gap(rng));
     }
@@ -135,7 +148,8 @@ int Main(int argc, char** argv) {
     for (int64_t c = 0; c < std::min(concurrency, requests); ++c) {
       threads.emplace_back([&] {
         for (int64_t i = next++; i < requests; i = next++) {
-          records[static_cast<size_t>(i)] = RunOne(server, factory.Make(i), t0, timeout_s);
+          records[static_cast<size_t>(i)] =
+              RunOne(server, *credentials, factory.Make(i), t0, timeout_s);
         }
       });
     }

@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "clients/cpp/generation_client.h"
+#include "clients/cpp/security_flags.h"
 #include "nlohmann/json.hpp"
 #include "server/common/flags/flag_names.h"
 #include "server/common/flags/sampling_flags.h"
@@ -50,7 +51,7 @@ using json = nlohmann::json;
 
 constexpr int kUsageError = 64;
 constexpr char kUsage[] =
-    "tpserve-cli [--server HOST:PORT] <command>\n"
+    "tpserve-cli [--server HOST:PORT] [security flags] <command>\n"
     "  generate PROMPT [--chat_template] [--json] [sampling flags]\n"
     "  chat [--system TEXT] [sampling flags]   (Ctrl-C cancels the current answer)\n"
     "  tokenize TEXT [--add_special_tokens]\n"
@@ -60,6 +61,8 @@ constexpr char kUsage[] =
     "  --frequency_penalty --presence_penalty --seed --stop --stop_token_ids --ignore_eos\n"
     "  --logprobs; --temperature to --seed are sent only when given, and the server's\n"
     "  defaults apply without them (temperature 1, a seed it draws)\n"
+    "security flags: --tls_ca_file F [--tls_cert_file F --tls_key_file F] (TLS, mutual TLS)\n"
+    "  --api_key KEY (default: $TPSERVE_API_KEY)\n"
     "flags may be written with dashes or underscores (--max-tokens = --max_tokens)\n";
 
 // Names of the flags on the command line (absl keeps that private in this version), with
@@ -297,7 +300,10 @@ int Main(int argc, char** argv) {
   if (args.size() < 2) return UsageError("no command");
   const std::string command = args[1];
   const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
-  GenerationClient client(absl::GetFlag(FLAGS_server), absl::Seconds(timeout_s));
+  absl::StatusOr<tpserve::client::ClientCredentials> credentials =
+      tpserve::client::MakeClientCredentials(tpserve::client::ClientSecurityFromFlags());
+  if (!credentials.ok()) return UsageError(std::string(credentials.status().message()));
+  GenerationClient client(absl::GetFlag(FLAGS_server), absl::Seconds(timeout_s), *credentials);
   const std::string rest =
       args.size() > 2 ? absl::StrJoin(std::vector<std::string>(args.begin() + 2, args.end()), " ")
                       : std::string();

@@ -59,22 +59,27 @@ std::string Describe(const grpc::Status& status) {
   return absl::StrCat(CodeName(status.error_code()), ": ", status.error_message());
 }
 
-GenerationClient::GenerationClient(const std::string& server, absl::Duration timeout)
-    : channel_(grpc::CreateChannel(server, grpc::InsecureChannelCredentials())),
+GenerationClient::GenerationClient(const std::string& server, absl::Duration timeout,
+                                   const ClientCredentials& credentials)
+    : channel_(grpc::CreateChannel(server, credentials.channel)),
       stub_(tpserve::v1::Generation::NewStub(channel_)),
-      timeout_(timeout) {}
+      timeout_(timeout),
+      api_key_(credentials.api_key) {}
 
-void GenerationClient::Bound(grpc::ClientContext* context) const {
+void GenerationClient::Prepare(grpc::ClientContext* context) const {
   if (timeout_ > absl::ZeroDuration()) {
     context->set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
   }
+  // Metadata, not call credentials: gRPC sends those only over TLS, and a key may also guard
+  // a plaintext port behind a TLS-terminating proxy.
+  if (!api_key_.empty()) context->AddMetadata("authorization", absl::StrCat("Bearer ", api_key_));
 }
 
 grpc::Status GenerationClient::Generate(
     const tpserve::v1::GenerateRequest& request,
     const std::function<void(const tpserve::v1::GenerateResponse&)>& on_message) {
   grpc::ClientContext context;
-  Bound(&context);
+  Prepare(&context);
   {
     absl::MutexLock lock(&mu_);
     streaming_ = &context;
@@ -99,13 +104,13 @@ void GenerationClient::Cancel() {
 grpc::Status GenerationClient::Tokenize(const tpserve::v1::TokenizeRequest& request,
                                         tpserve::v1::TokenizeResponse* response) {
   grpc::ClientContext context;
-  Bound(&context);
+  Prepare(&context);
   return stub_->Tokenize(&context, request, response);
 }
 
 grpc::Status GenerationClient::GetModelInfo(tpserve::v1::ModelInfo* info) {
   grpc::ClientContext context;
-  Bound(&context);
+  Prepare(&context);
   return stub_->GetModelInfo(&context, tpserve::v1::GetModelInfoRequest(), info);
 }
 
@@ -114,7 +119,7 @@ grpc::Status GenerationClient::Health() {
   // (1 = SERVING). Spoken as raw bytes: the health proto's C++ stubs are not installed.
   grpc::GenericStub generic(channel_);
   grpc::ClientContext context;
-  Bound(&context);
+  Prepare(&context);
   grpc::Slice empty("");
   grpc::ByteBuffer request(&empty, 1);  // an empty HealthCheckRequest (service "")
   grpc::ByteBuffer response;

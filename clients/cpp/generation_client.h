@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "clients/cpp/client_credentials.h"
 #include "grpcpp/grpcpp.h"
 #include "tpserve/v1/generate.grpc.pb.h"
 
@@ -19,8 +20,10 @@ namespace tpserve::client {
 
 class GenerationClient {
  public:
-  // `timeout` bounds every call (ZeroDuration: none).
-  GenerationClient(const std::string& server, absl::Duration timeout);
+  // `timeout` bounds every call (ZeroDuration: none); `credentials` make the channel and give
+  // the API key sent with every call (default: plaintext, no key).
+  GenerationClient(const std::string& server, absl::Duration timeout,
+                   const ClientCredentials& credentials = {});
 
   // Streams `request`; `on_message` sees every message in order. Returns the call's status.
   grpc::Status Generate(const tpserve::v1::GenerateRequest& request,
@@ -37,11 +40,13 @@ class GenerationClient {
   grpc::Status Health();
 
  private:
-  void Bound(grpc::ClientContext* context) const;
+  // The call's deadline and API key.
+  void Prepare(grpc::ClientContext* context) const;
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<tpserve::v1::Generation::Stub> stub_;
   const absl::Duration timeout_;
+  const std::string api_key_;
   absl::Mutex mu_;
   grpc::ClientContext* streaming_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool cancel_requested_ ABSL_GUARDED_BY(mu_) = false;

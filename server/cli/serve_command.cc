@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "server/cli/worker_processes.h"
+#include "server/common/server_tls.h"
 #include "server/common/status_macros.h"
 
 namespace tpserve::cli {
@@ -20,6 +21,8 @@ absl::Status RunServe(ServeOptions options) {
   if (pthread_sigmask(SIG_BLOCK, &signals, nullptr) != 0) {
     return absl::InternalError("serve: cannot block SIGINT/SIGTERM");
   }
+  // A mistake in the TLS flags is reported before any worker starts.
+  RETURN_IF_ERROR(CheckServerTls(options.coordinator.tls));
   std::unique_ptr<WorkerProcesses> workers;
   if (options.coordinator.pool.workers.empty()) {
     ASSIGN_OR_RETURN(workers,
@@ -29,14 +32,19 @@ absl::Status RunServe(ServeOptions options) {
   }
   if (options.metrics_port > 0) {
     const std::string& listen = options.coordinator.listen;
-    options.coordinator.metrics_listen =
-        absl::StrCat(listen.substr(0, listen.rfind(':')), ":", options.metrics_port);
+    const std::string host =
+        options.metrics_host.empty() ? listen.substr(0, listen.rfind(':')) : options.metrics_host;
+    options.coordinator.metrics_listen = absl::StrCat(host, ":", options.metrics_port);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<coordinator::CoordinatorServer> server,
                    coordinator::CoordinatorServer::Start(options.coordinator));
   LOG(INFO) << "tpserve: serving " << options.coordinator.model_path << " on "
             << options.coordinator.listen << " (port " << server->port() << ") with "
-            << options.coordinator.pool.workers.size() << " workers";
+            << options.coordinator.pool.workers.size() << " workers ("
+            << (options.coordinator.tls.enabled() ? "TLS" : "plaintext")
+            << (options.coordinator.tls.client_ca_file.empty() ? "" : ", client certificates")
+            << (options.coordinator.api_key_file.empty() ? "" : ", API keys")
+            << (options.coordinator.reflection ? ", reflection" : "") << ")";
   int signal = 0;
   if (sigwait(&signals, &signal) != 0) return absl::InternalError("serve: sigwait failed");
   LOG(INFO) << "tpserve: signal " << signal << ", draining (up to " << options.drain_timeout << ")";

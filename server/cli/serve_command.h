@@ -19,7 +19,8 @@ struct ServeOptions {
   int tp = 2;                                   // `serve`: local workers to start
   std::vector<int> devices;                     // `serve`: GPU of each worker; empty: CPU
   std::string binary;                           // `serve`: this program, to exec the workers
-  int metrics_port = 0;  // coordinator /metrics (0: none); `serve`'s rank r on +1+r
+  int metrics_port = 0;      // coordinator /metrics (0: none); `serve`'s rank r on +1+r
+  std::string metrics_host;  // address the coordinator's /metrics binds; empty: listen's host
   absl::Duration drain_timeout = absl::Seconds(30);
 };
 

@@ -82,6 +82,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     return absl::InvalidArgumentError("coordinator: no workers given");
   }
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
+  // The security flags first: a mistake there is reported before anything slow starts.
+  RETURN_IF_ERROR(CheckServerTls(options.tls));
+  if (!options.api_key_file.empty()) {
+    ASSIGN_OR_RETURN(s->api_keys_, ApiKeys::Load(options.api_key_file));
+  }
   ASSIGN_OR_RETURN(const model::ModelConfig config, s->LoadModel(options.model_path));
   options.limits = CapLimits(options.limits, config);
   options.engine.max_queue = options.limits.max_queue;
@@ -92,10 +97,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   RETURN_IF_ERROR(
       s->StartMetrics(options.metrics_listen, static_cast<int>(options.pool.workers.size())));
   RETURN_IF_ERROR(s->CreateEngine(options));
-  s->service_ = std::make_unique<GenerationService>(*s->tokenizer_, *s->validator_,
-                                                    s->engine_.get(), s->metrics_.get(),
-                                                    DescribeModel(options, config, *s->tokenizer_));
-  RETURN_IF_ERROR(s->Listen(options.listen, options.reflection));
+  s->service_ = std::make_unique<GenerationService>(
+      *s->tokenizer_, *s->validator_, s->engine_.get(), s->metrics_.get(),
+      DescribeModel(options, config, *s->tokenizer_), s->api_keys_.get());
+  RETURN_IF_ERROR(s->Listen(options));
   s->engine_->Start();
   return s;
 }
@@ -138,12 +143,15 @@ absl::Status CoordinatorServer::CreateEngine(CoordinatorOptions& options) {
   return absl::OkStatus();
 }
 
-absl::Status CoordinatorServer::Listen(const std::string& listen, bool reflection) {
+absl::Status CoordinatorServer::Listen(const CoordinatorOptions& options) {
+  const std::string& listen = options.listen;
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   MakeServerCredentials(options.tls));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  if (!reflection) builder.SetOption(std::make_unique<WithoutReflection>());
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port_);
+  if (!options.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
+  builder.AddListeningPort(listen, credentials, &port_);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {

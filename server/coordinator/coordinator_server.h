@@ -1,7 +1,9 @@
 // CoordinatorServer: everything `tpserve serve` and `tpserve coordinator` run in-process —
 // the model's tokenizer and chat template, the worker pool, the batch engine, the public
 // Generation service, grpc.health.v1 (SERVING only while the world is ready and not
-// draining) and server reflection — on one listening address. Owns them all.
+// draining) and, when asked for, server reflection — on one listening address, plaintext or
+// TLS (ServerTls), the Generation service behind API keys when given (grpc.health.v1 stays
+// open for probes). Owns them all.
 // Thread-safe: Drain and Shutdown may come from a signal-handling thread.
 #ifndef TPSERVE_SERVER_COORDINATOR_COORDINATOR_SERVER_H_
 #define TPSERVE_SERVER_COORDINATOR_COORDINATOR_SERVER_H_
@@ -16,6 +18,8 @@
 #include "grpcpp/grpcpp.h"
 #include "prometheus/registry.h"
 #include "server/common/metrics_server.h"
+#include "server/common/server_tls.h"
+#include "server/coordinator/api_keys.h"
 #include "server/coordinator/batch_engine.h"
 #include "server/coordinator/generation_service.h"
 #include "server/coordinator/request_validator.h"
@@ -31,7 +35,9 @@ namespace tpserve::coordinator {
 struct CoordinatorOptions {
   std::string model_path;
   std::string listen = "127.0.0.1:50051";  // HOST:PORT; port 0 picks a free one
-  bool reflection = true;
+  bool reflection = false;                 // grpc.reflection on the public port
+  ServerTlsOptions tls;         // TLS (and mutual TLS) of the public port; default plaintext
+  std::string api_key_file;     // keys the Generation service asks for; empty: none
   std::string metrics_listen;   // HOST:PORT of the Prometheus endpoint; empty: none
   std::string step_trace_file;  // one JSON line per worker step; empty: none
   ServingLimits limits;
@@ -65,8 +71,8 @@ class CoordinatorServer {
   // The worker pool, the step trace (when asked for; filled into options.engine) and the batch
   // engine, not started yet.
   absl::Status CreateEngine(CoordinatorOptions& options);
-  // The gRPC server on `listen` (health NOT_SERVING until the world is ready).
-  absl::Status Listen(const std::string& listen, bool reflection);
+  // The gRPC server on `options.listen` (health NOT_SERVING until the world is ready).
+  absl::Status Listen(const CoordinatorOptions& options);
   void SetServing(bool serving);
 
   std::unique_ptr<model::Tokenizer> tokenizer_;
@@ -78,6 +84,7 @@ class CoordinatorServer {
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<StepTrace> step_trace_;  // before engine_: the engine writes to it
   std::unique_ptr<BatchEngine> engine_;
+  std::unique_ptr<ApiKeys> api_keys_;  // null: no key asked for
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -52,13 +52,24 @@ uint64_t Mix(uint64_t x) {
 
 GenerationService::GenerationService(const model::Tokenizer& tokenizer,
                                      const RequestValidator& validator, BatchEngine* engine,
-                                     ServingMetrics* metrics, tpserve::v1::ModelInfo model_info)
+                                     ServingMetrics* metrics, tpserve::v1::ModelInfo model_info,
+                                     ApiKeys* api_keys)
     : tokenizer_(tokenizer),
       validator_(validator),
       engine_(engine),
       metrics_(metrics),
       model_info_(std::move(model_info)),
+      api_keys_(api_keys),
       seed_state_(absl::Uniform<uint64_t>(absl::BitGen())) {}
+
+absl::Status GenerationService::Authorize(const grpc::CallbackServerContext& context) const {
+  if (api_keys_ == nullptr) return absl::OkStatus();
+  const auto& metadata = context.client_metadata();
+  const auto found = metadata.find("authorization");
+  return api_keys_->Check(found == metadata.end()
+                              ? absl::string_view()
+                              : absl::string_view(found->second.data(), found->second.size()));
+}
 
 uint64_t GenerationService::NextSeed() {
   absl::MutexLock lock(&seed_mu_);
@@ -66,27 +77,24 @@ uint64_t GenerationService::NextSeed() {
   return seed_state_;
 }
 
+absl::Status GenerationService::Submit(const grpc::ByteBuffer& request, GenerateStream* stream) {
+  ASSIGN_OR_RETURN(tpserve::v1::GenerateRequest parsed,
+                   ParseChecked<tpserve::v1::GenerateRequest>(request));
+  ASSIGN_OR_RETURN(RequestSpec spec, validator_.Validate(parsed, NextSeed()));
+  if (spec.request_id.empty()) {
+    spec.request_id = absl::StrCat("req-", next_request_number_.fetch_add(1));
+  }
+  const std::string id = spec.request_id;
+  absl::Status status = engine_->Submit(std::move(spec), stream->sink());
+  VLOG(1) << "Generate " << id << ": " << status;
+  return status;
+}
+
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   auto* stream = new GenerateStream(context->deadline());
-  absl::Status status;
-  absl::StatusOr<tpserve::v1::GenerateRequest> parsed =
-      ParseChecked<tpserve::v1::GenerateRequest>(*request);
-  if (!parsed.ok()) {
-    status = parsed.status();
-  } else {
-    absl::StatusOr<RequestSpec> spec = validator_.Validate(*parsed, NextSeed());
-    if (!spec.ok()) {
-      status = spec.status();
-    } else {
-      if (spec->request_id.empty()) {
-        spec->request_id = absl::StrCat("req-", next_request_number_.fetch_add(1));
-      }
-      const std::string id = spec->request_id;
-      status = engine_->Submit(*std::move(spec), stream->sink());
-      VLOG(1) << "Generate " << id << ": " << status;
-    }
-  }
+  absl::Status status = Authorize(*context);
+  if (status.ok()) status = Submit(*request, stream);
   if (!status.ok()) {
     metrics_->CountRequest(status);
     stream->Refuse(ToGrpcStatus(status));
@@ -116,7 +124,9 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(DoTokenize(*request, response)));
+  absl::Status status = Authorize(*context);
+  if (status.ok()) status = DoTokenize(*request, response);
+  reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
@@ -124,7 +134,7 @@ grpc::ServerUnaryReactor* GenerationService::Detokenize(
     grpc::CallbackServerContext* context, const tpserve::v1::DetokenizeRequest* request,
     tpserve::v1::DetokenizeResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status status;
+  absl::Status status = Authorize(*context);
   for (int i = 0; i < request->token_ids_size() && status.ok(); ++i) {
     if (!tokenizer_.IsValidId(request->token_ids(i))) {
       status = absl::InvalidArgumentError(
@@ -145,6 +155,11 @@ grpc::ServerUnaryReactor* GenerationService::Detokenize(
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(
     grpc::CallbackServerContext* context, const tpserve::v1::GetModelInfoRequest* request,
     tpserve::v1::ModelInfo* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status status = Authorize(*context); !status.ok()) {
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
   *response = model_info_;
   const EngineStats stats = engine_->stats();
   response->set_ready(stats.ready);
@@ -153,7 +168,6 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(
   response->set_kv_blocks_free(static_cast<uint32_t>(stats.kv_blocks_free));
   response->set_requests_running(static_cast<uint32_t>(stats.running));
   response->set_requests_waiting(static_cast<uint32_t>(stats.waiting));
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

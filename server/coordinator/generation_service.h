@@ -1,8 +1,9 @@
 // GenerationService: the public tpserve.v1.Generation service on the gRPC callback API.
 // Generate and Tokenize take their requests as raw bytes so that invalid UTF-8 becomes
 // INVALID_ARGUMENT naming the field (protobuf would refuse to parse it); everything else is
-// validated by RequestValidator and queued on the BatchEngine. Holds no request state of its
-// own; thread-safe.
+// validated by RequestValidator and queued on the BatchEngine. With ApiKeys, every call must
+// carry "authorization: Bearer KEY" metadata first (UNAUTHENTICATED otherwise). Holds no
+// request state of its own; thread-safe.
 #ifndef TPSERVE_SERVER_COORDINATOR_GENERATION_SERVICE_H_
 #define TPSERVE_SERVER_COORDINATOR_GENERATION_SERVICE_H_
 
@@ -11,7 +12,9 @@
 
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
+#include "server/coordinator/api_keys.h"
 #include "server/coordinator/batch_engine.h"
+#include "server/coordinator/generate_stream.h"
 #include "server/coordinator/request_validator.h"
 #include "server/coordinator/serving_metrics.h"
 #include "server/model/tokenizer.h"
@@ -28,10 +31,11 @@ using GenerationBase = tpserve::v1::Generation::WithRawCallbackMethod_Generate<
 class GenerationService final : public GenerationBase {
  public:
   // `model_info` holds the static fields (name, architecture, limits, world); the dynamic
-  // ones come from `engine`. Every argument must outlive the service.
+  // ones come from `engine`. `api_keys` null: no key asked for. Every argument must outlive
+  // the service.
   GenerationService(const model::Tokenizer& tokenizer, const RequestValidator& validator,
-                    BatchEngine* engine, ServingMetrics* metrics,
-                    tpserve::v1::ModelInfo model_info);
+                    BatchEngine* engine, ServingMetrics* metrics, tpserve::v1::ModelInfo model_info,
+                    ApiKeys* api_keys = nullptr);
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
@@ -46,6 +50,10 @@ class GenerationService final : public GenerationBase {
                                          tpserve::v1::ModelInfo* response) override;
 
  private:
+  // OK when no key is asked for or the call's authorization metadata holds a current key.
+  absl::Status Authorize(const grpc::CallbackServerContext& context) const;
+  // Parses, validates and queues a Generate request delivering into `stream`.
+  absl::Status Submit(const grpc::ByteBuffer& request, GenerateStream* stream);
   absl::Status DoTokenize(const grpc::ByteBuffer& request, grpc::ByteBuffer* response) const;
   uint64_t NextSeed() ABSL_LOCKS_EXCLUDED(seed_mu_);
 
@@ -54,6 +62,7 @@ class GenerationService final : public GenerationBase {
   BatchEngine* const engine_;
   ServingMetrics* const metrics_;
   const tpserve::v1::ModelInfo model_info_;
+  ApiKeys* const api_keys_;
   std::atomic<uint64_t> next_request_number_{1};
   absl::Mutex seed_mu_;
   uint64_t seed_state_ ABSL_GUARDED_BY(seed_mu_);

@@ -56,13 +56,23 @@ def wire_fields(buf):
         yield number, wire, value
 
 
-def health_status(address, service="", timeout_s=2.0):
+def channel(address, credentials=None):
+    """A channel of its own (no subchannel shared with other channels, so every one makes
+    its own connection and handshake): plaintext, or TLS with `credentials`."""
+    options = [("grpc.use_local_subchannel_pool", 1)]
+    if credentials is None:
+        return grpc.insecure_channel(address, options=options)
+    return grpc.secure_channel(address, credentials, options=options)
+
+
+def health_status(address, service="", timeout_s=2.0, credentials=None):
     """grpc.health.v1.Health/Check: the status number (SERVING, NOT_SERVING, ...); raises
-    grpc.RpcError when the server cannot be reached or refuses."""
+    grpc.RpcError when the server cannot be reached or refuses. `credentials`
+    (grpc.ChannelCredentials): over TLS."""
     request = b"" if not service else b"\x0a" + bytes([len(service)]) + service.encode()
-    with grpc.insecure_channel(address) as channel:
-        check = channel.unary_unary(HEALTH_CHECK, request_serializer=lambda b: b,
-                                    response_deserializer=lambda b: b)
+    with channel(address, credentials) as channel_:
+        check = channel_.unary_unary(HEALTH_CHECK, request_serializer=lambda b: b,
+                                     response_deserializer=lambda b: b)
         reply = check(request, timeout=timeout_s)
     return next((v for n, w, v in wire_fields(reply) if n == 1 and w == 0), 0)  # 0: UNKNOWN
 
@@ -152,9 +162,9 @@ def start(tpserve_bin, model, log_path, host="127.0.0.1", port=None, command="se
     return Server(proc, f"{host}:{port}", pathlib.Path(log_path), flags)
 
 
-def wait_serving(server, timeout_s=120.0):
-    """Polls health until SERVING; fails early (with the log tail) if the process exits.
-    Then records the worker children."""
+def wait_serving(server, timeout_s=120.0, credentials=None):
+    """Polls health (over TLS with `credentials`) until SERVING; fails early (with the log
+    tail) if the process exits. Then records the worker children."""
     deadline = time.monotonic() + timeout_s
     last = None
     while time.monotonic() < deadline:
@@ -162,7 +172,7 @@ def wait_serving(server, timeout_s=120.0):
             raise RuntimeError(f"tpserve serve exited with {server.proc.returncode} before "
                                f"SERVING:\n{server.log_tail()}")
         try:
-            status = health_status(server.address)
+            status = health_status(server.address, credentials=credentials)
             if status == SERVING:
                 server.workers = children_of(server.pid)
                 return server

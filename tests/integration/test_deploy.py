@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from pki import make_ca, make_cert
 from worker_procs import free_port
 
 DEPLOY = REPO / "deploy"
@@ -113,6 +114,7 @@ def test_compose_config_cpu():
     assert "--host=0.0.0.0" in command and "--metrics_port=9090" in command
     model = next(a for a in command if a.startswith("--model="))
     assert model.startswith("--model=/models/")
+    _assert_coordinator_security(config, coordinator)
     # Third-party images are pinned.
     for name in ("prometheus", "grafana"):
         image = services[name]["image"]
@@ -122,6 +124,24 @@ def test_compose_config_cpu():
     assert "deploy/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml" in mounts
     assert "deploy/grafana/provisioning:/etc/grafana/provisioning" in mounts
     assert "deploy/grafana/dashboards:/var/lib/grafana/dashboards" in mounts
+
+
+def _assert_coordinator_security(config, coordinator):
+    """TLS and API keys on the public port, from Compose secrets mounted at /run/secrets/,
+    and the health check speaking TLS."""
+    flags = {"--tls_cert_file": "tpserve_tls_cert", "--tls_key_file": "tpserve_tls_key",
+             "--api_key_file": "tpserve_api_keys"}
+    for flag, secret in flags.items():
+        assert f"{flag}=/run/secrets/{secret}" in coordinator["command"], flag
+    mounted = {s["source"] if isinstance(s, dict) else s for s in coordinator["secrets"]}
+    assert set(flags.values()) | {"tpserve_tls_ca"} <= mounted
+    assert mounted <= set(config["secrets"])
+    for name in mounted:
+        assert config["secrets"][name]["file"].startswith(str(REPO / "deploy" / "secrets")), name
+    env = coordinator["environment"]
+    assert env["TPSERVE_HEALTH_TLS_CA"] == "/run/secrets/tpserve_tls_ca"
+    assert env["TPSERVE_HEALTH_TLS_SERVER_NAME"]
+    assert "--reflection" not in " ".join(coordinator["command"])
 
 
 def test_compose_config_gpu_override():
@@ -140,6 +160,7 @@ def test_compose_config_gpu_override():
         assert s["command"][-1] == "--device=0", "the container's one GPU"
     assert len(set(device_ids)) == 2, "each worker gets a GPU of its own"
     assert "--comm=nccl" in tpserve["coordinator"]["command"]
+    _assert_coordinator_security(config, tpserve["coordinator"])
     assert tpserve["coordinator"]["build"]["target"] == "cpu"
     assert tpserve["coordinator"]["depends_on"]["worker0"]["condition"] == "service_healthy"
 
@@ -201,6 +222,7 @@ def test_k8s_manifests_validate(version):
                      ("workers-statefulset.yaml", "Service"),
                      ("coordinator-deployment.yaml", "Deployment"),
                      ("coordinator-deployment.yaml", "Service"),
+                     ("secrets/secrets.yaml", "Secret"),
                      ("gpu/workers-statefulset.yaml", "StatefulSet")]:
         assert expected in kinds, expected
     for _, doc in docs:
@@ -281,11 +303,36 @@ def test_k8s_workers_and_coordinator_agree():
     assert "--workers=$(TPSERVE_WORKERS)" in args and "--model=$(TPSERVE_MODEL)" in args
     assert config["TPSERVE_MODEL"].startswith("/models/")
 
-    # Native gRPC probes; the startup budget covers loading the weights.
+    # Probes: native gRPC on the workers; on the coordinator, whose port speaks TLS (which
+    # Kubernetes' gRPC probes cannot), tpserve-healthcheck verifying its certificate.
     worker = _container(sts)
-    for container, port in ((coordinator, 50051), (worker, 7001)):
-        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            assert container[probe]["grpc"]["port"] == port, (container["name"], probe)
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert worker[probe]["grpc"]["port"] == 7001, probe
+        command = coordinator[probe]["exec"]["command"]
+        assert command[:2] == ["/usr/local/bin/tpserve-healthcheck", "127.0.0.1:50051"], probe
+        assert "--tls_ca_file=/etc/tpserve/tls/ca.crt" in command, probe
+        assert "--tls_server_name=tpserve" in command and service["metadata"]["name"] == "tpserve"
+        assert coordinator[probe]["timeoutSeconds"] >= 3, probe  # a Python start per probe
+
+    # TLS and API keys from the Secrets of secrets/secrets.yaml, mounted as directories (not
+    # subPath, which the kubelet never updates) so that rotations reach tpserve.
+    pod_spec = deployment["spec"]["template"]["spec"]
+    secret_volumes = {v["name"]: v["secret"]["secretName"] for v in pod_spec["volumes"]
+                      if "secret" in v}
+    mounts = {m["mountPath"]: m for m in coordinator["volumeMounts"]}
+    flags = {"--tls_cert_file": ("/etc/tpserve/tls", "tpserve-tls", "tls.crt"),
+             "--tls_key_file": ("/etc/tpserve/tls", "tpserve-tls", "tls.key"),
+             "--api_key_file": ("/etc/tpserve/api-keys", "tpserve-api-keys", "api-keys.txt")}
+    for flag, (directory, secret, key) in flags.items():
+        assert f"{flag}={directory}/{key}" in args, flag
+        mount = mounts[directory]
+        assert mount["readOnly"] and "subPath" not in mount, flag
+        assert secret_volumes[mount["name"]] == secret, flag
+        stored = _by_kind("Secret", secret, under="secrets")
+        assert key in stored["stringData"], (secret, key)
+    assert "ca.crt" in _by_kind("Secret", "tpserve-tls", under="secrets")["stringData"]
+    assert pod_spec["securityContext"]["fsGroup"] == pod_spec["securityContext"]["runAsGroup"]
+    assert not any(a.startswith("--reflection") for a in args)
     startup = coordinator["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 300
 
@@ -552,7 +599,8 @@ class _HealthServer:
     """grpc.health.v1.Health/Check with raw bytes: status 1 SERVING, 2 NOT_SERVING; an
     unknown service name gets NOT_FOUND (as gRPC's own health service answers)."""
 
-    def __init__(self):
+    def __init__(self, tls=None):
+        """`tls`: (key, certificate) paths, to serve TLS instead of plaintext."""
         self.status = b"\x08\x01"
         self.delay_s = 0.0
         self.requests = []
@@ -563,7 +611,12 @@ class _HealthServer:
             "Check": grpc.unary_unary_rpc_method_handler(self._check),
         })
         self._server.add_generic_rpc_handlers((handler,))
-        self._server.add_insecure_port(f"127.0.0.1:{self.port}")
+        if tls is None:
+            self._server.add_insecure_port(f"127.0.0.1:{self.port}")
+        else:
+            credentials = grpc.ssl_server_credentials([(tls[0].read_bytes(),
+                                                        tls[1].read_bytes())])
+            self._server.add_secure_port(f"127.0.0.1:{self.port}", credentials)
         self._server.start()
 
     def _check(self, request, context):
@@ -591,7 +644,7 @@ def health_server():
 
 
 def _healthcheck(*args, env=None, timeout=30):
-    full_env = {k: v for k, v in os.environ.items() if k != "TPSERVE_HEALTH_ADDR"}
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TPSERVE_HEALTH_")}
     full_env.update(env or {})
     start = time.monotonic()
     out = subprocess.run([sys.executable, str(HEALTHCHECK), *args], capture_output=True,
@@ -645,6 +698,34 @@ def test_healthcheck_times_out(health_server):
     out, elapsed = _healthcheck(health_server.address, "--timeout", "0.5")
     assert out.returncode == 1 and "DEADLINE_EXCEEDED" in out.stderr
     assert elapsed < 2.9
+
+
+def test_healthcheck_over_tls(tmp_path):
+    """A coordinator serving TLS with a certificate for its Service name (as deploy/k8s/ and
+    compose do), checked at 127.0.0.1: the CA and the name are needed."""
+    ca = make_ca(tmp_path, "ca")
+    server = _HealthServer(tls=make_cert(tmp_path, "server", ca,
+                                         "subjectAltName=DNS:tpserve\n"))
+    try:
+        tls = ["--tls_ca_file", str(ca[1]), "--tls_server_name", "tpserve"]
+        out, _ = _healthcheck(server.address, *tls)
+        assert out.returncode == 0 and "SERVING" in out.stdout, out.stderr
+        out, _ = _healthcheck(server.address, "--timeout", "2")  # plaintext
+        assert out.returncode == 1 and "UNAVAILABLE" in out.stderr
+        out, _ = _healthcheck(server.address, "--timeout", "2", *tls[:2])  # 127.0.0.1 not in it
+        assert out.returncode == 1 and "UNAVAILABLE" in out.stderr
+        other = make_ca(tmp_path, "other")
+        out, _ = _healthcheck(server.address, "--timeout", "2", "--tls_ca_file", str(other[1]),
+                              "--tls_server_name", "tpserve")
+        assert out.returncode == 1 and "UNAVAILABLE" in out.stderr
+        out, _ = _healthcheck(server.address, "--tls_server_name", "tpserve")
+        assert out.returncode == 2 and "--tls_ca_file" in out.stderr
+        # The image's HEALTHCHECK gives no flags: the environment does.
+        out, _ = _healthcheck(server.address, env={"TPSERVE_HEALTH_TLS_CA": str(ca[1]),
+                                                   "TPSERVE_HEALTH_TLS_SERVER_NAME": "tpserve"})
+        assert out.returncode == 0 and "SERVING" in out.stdout, out.stderr
+    finally:
+        server.stop()
 
 
 def test_healthcheck_codec():

@@ -3,8 +3,8 @@ worker processes (Gloo on CPU), driven through tpserve.v1.Generation, grpc.healt
 reflection.
 
 One server (limits set apart from the defaults, so GetModelInfo and the error messages show
-the flags were read) serves most tests; a second one with --max_running=1 --max_queue=2
---reflection=false serves the queue-full test, and a third is drained with SIGTERM and must
+the flags were read; --reflection) serves most tests; a second one with --max_running=1
+--max_queue=2 and reflection left at its default (off) serves the queue-full test, and a third is drained with SIGTERM and must
 exit. Every RPC has a deadline and every process wait a timeout; the servers are stopped in
 finalizers, their process groups SIGKILLed when they do not exit. Budget: about three minutes
 on two cores, where a decoding step of world size 2 takes ~0.1 s — short prompts, at most 16
@@ -60,7 +60,8 @@ def _stop_cleanly(server):
 
 @pytest.fixture(scope="module")
 def server(request, tmp_path_factory, tpserve_bin, smollm_gguf):
-    srv = _serve(request, tmp_path_factory, tpserve_bin, smollm_gguf, "serve", **LIMITS)
+    srv = _serve(request, tmp_path_factory, tpserve_bin, smollm_gguf, "serve", reflection=True,
+                 **LIMITS)
     yield srv
     _stop_cleanly(srv)
 
@@ -84,7 +85,7 @@ def info(stub):
 @pytest.fixture(scope="module")
 def small_server(request, tmp_path_factory, tpserve_bin, smollm_gguf):
     srv = _serve(request, tmp_path_factory, tpserve_bin, smollm_gguf, "serve-small",
-                 max_running=1, max_queue=2, reflection=False)
+                 max_running=1, max_queue=2)  # reflection off: the default
     yield srv
     _stop_cleanly(srv)
 
@@ -656,7 +657,7 @@ def test_full_queue_is_resource_exhausted(small_stub):
     assert len(res.ids) == 2
 
 
-def test_reflection_can_be_turned_off(small_server):
+def test_reflection_is_off_by_default(small_server):
     with pytest.raises(grpc.RpcError) as e:
         serve_procs.list_services(small_server.address)
     assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED

@@ -9,7 +9,7 @@ from typing import Any, AsyncIterator, Iterable, Optional
 import grpc
 import grpc.aio
 
-from . import _health
+from . import _health, _security
 from ._request import detokenize_request, generate_request, tokenize_request
 from ._stubs import pb, pb_grpc
 from .client import HEALTH_TIMEOUT_S
@@ -20,14 +20,17 @@ __all__ = ["AsyncClient"]
 
 
 class AsyncClient:
-    """AsyncClient("host:port", timeout=None): as Client, with coroutines, and stream() an
-    async generator."""
+    """AsyncClient("host:port", timeout=None): as Client (the same TLS files and api_key),
+    with coroutines, and stream() an async generator."""
 
     def __init__(self, address: str, timeout: Optional[float] = None, *,
-                 credentials: Optional[grpc.ChannelCredentials] = None, options=None):
+                 credentials: Optional[grpc.ChannelCredentials] = None, options=None,
+                 ca_file: Optional[str] = None, cert_file: Optional[str] = None,
+                 key_file: Optional[str] = None, api_key: Optional[str] = None):
         self.address = address
         self.timeout = timeout
-        self._credentials = credentials
+        self._credentials = _security.resolve(credentials, ca_file, cert_file, key_file)
+        self._metadata = _security.call_metadata(api_key)
         self._options = options
         self._channel: Optional[grpc.aio.Channel] = None
         self._stub = None
@@ -56,7 +59,8 @@ class AsyncClient:
         task) cancels it."""
         req = generate_request(prompt, messages, token_ids, **sampling)
         want_logprobs = req.logprobs > 0
-        call = self._connect().Generate(req, timeout=self._timeout(timeout))
+        call = self._connect().Generate(req, timeout=self._timeout(timeout),
+                                        metadata=self._metadata)
         try:
             async for message in call:
                 yield Delta.from_proto(message, want_logprobs)
@@ -139,6 +143,7 @@ class AsyncClient:
 
     async def _unary(self, method, request, timeout: Optional[float]):
         try:
-            return await method(request, timeout=self._timeout(timeout))
+            return await method(request, timeout=self._timeout(timeout),
+                                metadata=self._metadata)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None

@@ -8,7 +8,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 import grpc
 
-from . import _health
+from . import _health, _security
 from ._request import detokenize_request, generate_request, tokenize_request
 from ._stubs import pb, pb_grpc
 from .errors import from_rpc_error
@@ -62,13 +62,20 @@ class Stream:
 class Client:
     """Client("host:port", timeout=None): `timeout` (seconds) is the default deadline of
     every call, each of which may pass its own `timeout=`; None means no deadline.
-    `credentials` (grpc.ChannelCredentials) makes a TLS channel; `options` are grpc
-    channel options."""
+    TLS: `ca_file` (PEM CA that signed the server's certificate; without it the system's
+    CAs), and for mutual TLS `cert_file` and `key_file` (PEM client certificate and key); or
+    `credentials` (grpc.ChannelCredentials) made by the caller. `api_key` is sent as
+    "authorization: Bearer KEY" with every call (None: $TPSERVE_API_KEY, if set). `options`
+    are grpc channel options."""
 
     def __init__(self, address: str, timeout: Optional[float] = None, *,
-                 credentials: Optional[grpc.ChannelCredentials] = None, options=None):
+                 credentials: Optional[grpc.ChannelCredentials] = None, options=None,
+                 ca_file: Optional[str] = None, cert_file: Optional[str] = None,
+                 key_file: Optional[str] = None, api_key: Optional[str] = None):
         self.address = address
         self.timeout = timeout
+        credentials = _security.resolve(credentials, ca_file, cert_file, key_file)
+        self._metadata = _security.call_metadata(api_key)
         if credentials is None:
             self._channel = grpc.insecure_channel(address, options=options)
         else:
@@ -88,7 +95,8 @@ class Client:
         presence_penalty, seed, stop, stop_token_ids, ignore_eos, logprobs, request_id."""
         req = generate_request(prompt, messages, token_ids, **sampling)
         try:
-            call = self._stub.Generate(req, timeout=self._timeout(timeout))
+            call = self._stub.Generate(req, timeout=self._timeout(timeout),
+                                       metadata=self._metadata)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
         return Stream(call, want_logprobs=req.logprobs > 0)
@@ -161,6 +169,6 @@ class Client:
 
     def _unary(self, method, request, timeout: Optional[float]):
         try:
-            return method(request, timeout=self._timeout(timeout))
+            return method(request, timeout=self._timeout(timeout), metadata=self._metadata)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None

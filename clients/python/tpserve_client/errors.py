@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 
 __all__ = ["TpserveError", "InvalidArgument", "ResourceExhausted", "Unavailable",
-           "DeadlineExceeded", "Cancelled", "Internal", "from_rpc_error"]
+           "DeadlineExceeded", "Cancelled", "Internal", "Unauthenticated", "from_rpc_error"]
 
 
 class TpserveError(Exception):
@@ -48,6 +48,10 @@ class Internal(TpserveError):
     """The server failed (INTERNAL)."""
 
 
+class Unauthenticated(TpserveError):
+    """The server asks for an API key and none, or a wrong one, was sent (UNAUTHENTICATED)."""
+
+
 _BY_CODE = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
@@ -55,6 +59,7 @@ _BY_CODE = {
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
     grpc.StatusCode.CANCELLED: Cancelled,
     grpc.StatusCode.INTERNAL: Internal,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
 }
 
 

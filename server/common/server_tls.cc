@@ -1,0 +1,130 @@
+#include "server/common/server_tls.h"
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
+
+namespace tpserve {
+namespace {
+
+struct BioFree {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+struct X509Free {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct PkeyFree {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+using Bio = std::unique_ptr<BIO, BioFree>;
+using Cert = std::unique_ptr<X509, X509Free>;
+using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
+
+absl::StatusOr<std::string> ReadFile(const char* flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
+  return text.str();
+}
+
+Bio MemoryBio(const std::string& pem) {
+  return Bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+}
+
+// The first certificate of a PEM file, or InvalidArgument naming the flag.
+absl::StatusOr<Cert> FirstCertificate(const char* flag, const std::string& path) {
+  absl::StatusOr<std::string> pem = ReadFile(flag, path);
+  if (!pem.ok()) return pem.status();
+  Bio bio = MemoryBio(*pem);
+  Cert cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  ERR_clear_error();
+  if (cert == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": ", path, " holds no PEM certificate (BEGIN CERTIFICATE)"));
+  }
+  return cert;
+}
+
+absl::Status CheckKeyPair(const ServerTlsOptions& o) {
+  absl::StatusOr<Cert> cert = FirstCertificate("--tls_cert_file", o.cert_file);
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> pem = ReadFile("--tls_key_file", o.key_file);
+  if (!pem.ok()) return pem.status();
+  Bio bio = MemoryBio(*pem);
+  Pkey key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+  ERR_clear_error();
+  if (key == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls_key_file: ", o.key_file,
+                     " holds no unencrypted PEM private key (BEGIN PRIVATE KEY)"));
+  }
+  const bool match = X509_check_private_key(cert->get(), key.get()) == 1;
+  ERR_clear_error();
+  if (!match) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_key_file: ", o.key_file, " is not the key of --tls_cert_file ", o.cert_file));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckServerTls(const ServerTlsOptions& o) {
+  if (!o.enabled()) {
+    if (!o.client_ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_client_ca_file needs TLS: give --tls_cert_file and --tls_key_file too");
+    }
+    return absl::OkStatus();
+  }
+  if (o.cert_file.empty()) {
+    return absl::InvalidArgumentError("--tls_key_file is given without --tls_cert_file");
+  }
+  if (o.key_file.empty()) {
+    return absl::InvalidArgumentError("--tls_cert_file is given without --tls_key_file");
+  }
+  if (o.refresh_interval < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--tls_refresh_interval_s must be >= 1");
+  }
+  if (absl::Status pair = CheckKeyPair(o); !pair.ok()) return pair;
+  if (!o.client_ca_file.empty()) {
+    absl::StatusOr<Cert> ca = FirstCertificate("--tls_client_ca_file", o.client_ca_file);
+    if (!ca.ok()) return ca.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const ServerTlsOptions& o) {
+  if (absl::Status checked = CheckServerTls(o); !checked.ok()) return checked;
+  if (!o.enabled()) return grpc::InsecureServerCredentials();
+  const auto refresh_s =
+      static_cast<unsigned int>(std::max<int64_t>(1, absl::ToInt64Seconds(o.refresh_interval)));
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      o.key_file, o.cert_file, o.client_ca_file, refresh_s);
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_identity_key_cert_pairs();
+  if (o.client_ca_file.empty()) {
+    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  } else {
+    options.watch_root_certs();
+    options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  }
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
+}  // namespace tpserve
