@@ -9,7 +9,7 @@ apt_packages=(
   clang clang-format clang-tidy libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libgloo-dev nlohmann-json3-dev libgoogle-glog-dev
-  libgtest-dev libgmock-dev googletest libbenchmark-dev libpcre2-dev
+  libgtest-dev libgmock-dev googletest libbenchmark-dev libpcre2-dev libssl-dev openssl
   python3 python3-venv iproute2 prometheus
   docker-compose
 )
