@@ -25,6 +25,7 @@ struct BatchEngine::Request {
   absl::Time arrival;                            // Submit
   bool admitted = false;                         // has been in a step
   absl::Time last_token = absl::InfinitePast();  // when the previous token was delivered
+  int failed_steps = 0;                          // steps of it that took the world down
 };
 
 BatchEngine::BatchEngine(BatchEngineOptions options, WorkerPool* pool,
@@ -252,6 +253,7 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
     LOG(ERROR) << "step " << step.step_id() << " failed, requeueing " << requests_.size()
                << " requests until the world is back: " << outcome.status();
     scheduler_->PreemptAll();
+    FailPoisoned(plan, outcome.status());
     world_up_ = false;
     down_since_ = absl::Now();
     metrics_->SetWorldUp(false);
@@ -353,6 +355,21 @@ void BatchEngine::Deliver(Request* request, const engine::SampleResult& sampled)
   message.mutable_usage()->set_completion_tokens(static_cast<uint32_t>(seq.generated.size()));
   request->sink->Send(std::move(message));
   Finish(request, absl::OkStatus());
+}
+
+void BatchEngine::FailPoisoned(const StepPlan& plan, const absl::Status& cause) {
+  std::vector<Request*> poisoned;
+  for (const PlannedSequence& e : plan.entries) {
+    Request* request = requests_.at(e.seq->id).get();
+    if (++request->failed_steps >= options_.max_failed_steps) poisoned.push_back(request);
+  }
+  for (Request* request : poisoned) {
+    LOG(WARNING) << "request " << request->spec.request_id << " failed in " << request->failed_steps
+                 << " steps; giving up on it";
+    Finish(request, absl::UnavailableError(
+                        absl::StrCat("the workers failed ", request->failed_steps,
+                                     " steps of this request; the last: ", cause.message())));
+  }
 }
 
 void BatchEngine::Finish(Request* request, const absl::Status& status) {

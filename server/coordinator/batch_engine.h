@@ -39,6 +39,10 @@ struct BatchEngineOptions {
   int64_t max_queue = 256;                              // requests waiting for admission
   absl::Duration recovery_timeout = absl::Seconds(60);  // world down → fail waiting requests
   absl::Duration restart_backoff = absl::Seconds(1);    // between attempts to restart
+  // A request in this many steps that took the world down is failed (UNAVAILABLE), so that
+  // one that breaks its workers every time (or a worker that refuses it) cannot hold the
+  // server in a loop of rebuilds.
+  int max_failed_steps = 3;
   StepTrace* step_trace = nullptr;  // when set, every step is recorded there (not owned)
 };
 
@@ -91,6 +95,8 @@ class BatchEngine {
   bool RunStep(const StepPlan& plan);
   // Applies one sampled token to its request; closes and drops the request when it ends.
   void Deliver(Request* request, const engine::SampleResult& sampled);
+  // After the failed step of `plan`: fails the requests in it that reached max_failed_steps.
+  void FailPoisoned(const StepPlan& plan, const absl::Status& cause);
   void Finish(Request* request, const absl::Status& status);
   void FailAll(const absl::Status& status);
   void Publish() ABSL_LOCKS_EXCLUDED(mu_);
