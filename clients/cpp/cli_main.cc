@@ -302,7 +302,7 @@ int Main(int argc, char** argv) {
   const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
   absl::StatusOr<tpserve::client::ClientCredentials> credentials =
       tpserve::client::MakeClientCredentials(tpserve::client::ClientSecurityFromFlags());
-  if (!credentials.ok()) return UsageError(std::string(credentials.status().message()));
+  if (!credentials.ok()) return UsageError(std::string{credentials.status().message()});
   GenerationClient client(absl::GetFlag(FLAGS_server), absl::Seconds(timeout_s), *credentials);
   const std::string rest =
       args.size() > 2 ? absl::StrJoin(std::vector<std::string>(args.begin() + 2, args.end()), " ")

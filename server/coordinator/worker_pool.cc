@@ -250,7 +250,7 @@ absl::Status WorkerPool::Start() {
   if (state_ != State::kStarting) return down_;
   for (const auto& s : sessions_) {
     if (absl::Status valid = CheckReady(*s->ready, options_.vocab_size); !valid.ok()) {
-      MarkDownLocked(s->rank, absl::StatusCode::kFailedPrecondition, std::string(valid.message()));
+      MarkDownLocked(s->rank, absl::StatusCode::kFailedPrecondition, std::string{valid.message()});
       return down_;
     }
   }
@@ -342,7 +342,7 @@ void WorkerPool::ServeStoreRequest(Session* s, const StoreRequest& request) {
   StoreReply reply;
   reply.set_id(request.id());
   if (absl::Status valid = CheckStoreRequest(request); !valid.ok()) {
-    reply.set_error(std::string(valid.message()));
+    reply.set_error(std::string{valid.message()});
     CoordinatorMessage message;
     *message.mutable_store_reply() = std::move(reply);
     Write(s, message);

@@ -61,12 +61,12 @@ class Tokenizer {
   // The token's string as the vocabulary spells it (e.g. "Ġthe", "▁the", "<0x0A>"); empty
   // for an id outside the vocabulary (a model may have more embedding rows than tokens).
   std::string_view TokenPiece(int32_t id) const {
-    return IsValidId(id) ? std::string_view(vocab_->tokens[id]) : std::string_view();
+    return IsValidId(id) ? std::string_view{vocab_->tokens[id]} : std::string_view{};
   }
   // The bytes the token decodes to (possibly part of a UTF-8 character); empty outside the
   // vocabulary.
   std::string_view TokenBytes(int32_t id) const {
-    return IsValidId(id) ? std::string_view(token_bytes_[id]) : std::string_view();
+    return IsValidId(id) ? std::string_view{token_bytes_[id]} : std::string_view{};
   }
   bool IsValidId(int32_t id) const { return id >= 0 && id < vocab_size(); }
   bool IsSpecial(int32_t id) const { return IsValidId(id) && special_[id]; }
