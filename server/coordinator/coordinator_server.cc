@@ -94,7 +94,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   s->service_ = std::make_unique<GenerationService>(*s->tokenizer_, *s->validator_,
                                                     s->engine_.get(), s->metrics_.get(),
                                                     DescribeModel(options, config, *s->tokenizer_));
-  RETURN_IF_ERROR(s->Listen(options.listen, options.reflection));
+  RETURN_IF_ERROR(s->Listen(options.listen, options.reflection, options.limits.max_request_bytes));
   s->engine_->Start();
   return s;
 }
@@ -137,10 +137,13 @@ absl::Status CoordinatorServer::CreateEngine(CoordinatorOptions& options) {
   return absl::OkStatus();
 }
 
-absl::Status CoordinatorServer::Listen(const std::string& listen, bool reflection) {
+absl::Status CoordinatorServer::Listen(const std::string& listen, bool reflection,
+                                       uint32_t max_request_bytes) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // Bounds every request message before the service sees it: RESOURCE_EXHAUSTED above this.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(max_request_bytes));
   if (!reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port_);
   builder.RegisterService(service_.get());

@@ -65,8 +65,9 @@ class CoordinatorServer {
   // The worker pool, the step trace (when asked for; filled into options.engine) and the batch
   // engine, not started yet.
   absl::Status CreateEngine(CoordinatorOptions& options);
-  // The gRPC server on `listen` (health NOT_SERVING until the world is ready).
-  absl::Status Listen(const std::string& listen, bool reflection);
+  // The gRPC server on `listen` (health NOT_SERVING until the world is ready), refusing request
+  // messages over `max_request_bytes` (after decompression).
+  absl::Status Listen(const std::string& listen, bool reflection, uint32_t max_request_bytes);
   void SetServing(bool serving);
 
   std::unique_ptr<model::Tokenizer> tokenizer_;
