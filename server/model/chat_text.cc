@@ -20,13 +20,14 @@ void ChatText::AppendContent(std::string_view content) {
 }
 
 void ChatText::Append(const ChatText& other) {
-  size_t done = 0;  // bytes of other.text_ already appended
+  const std::string_view src = other.text_;
+  size_t done = 0;  // bytes of src already appended
   for (const ByteRange& r : other.content_) {
-    AppendMarkup(std::string_view(other.text_).substr(done, r.begin - done));
-    AppendContent(std::string_view(other.text_).substr(r.begin, r.end - r.begin));
+    AppendMarkup(src.substr(done, r.begin - done));
+    AppendContent(src.substr(r.begin, r.end - r.begin));
     done = r.end;
   }
-  AppendMarkup(std::string_view(other.text_).substr(done));
+  AppendMarkup(src.substr(done));
 }
 
 ChatText ChatText::Stripped() const {

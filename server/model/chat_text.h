@@ -23,7 +23,7 @@ class ChatText {
   void AppendMarkup(std::string_view markup);
   // Message content: tokenised as plain text whatever it spells.
   void AppendContent(std::string_view content);
-  void Append(const ChatText& other);
+  void Append(const ChatText& other);  // `other` must not be *this
   // Python's str.strip() of the whole text (as Jinja's `| trim`), content ranges clipped to
   // what is left.
   ChatText Stripped() const;
