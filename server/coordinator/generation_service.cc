@@ -126,25 +126,29 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
   return reactor;
 }
 
-grpc::ServerUnaryReactor* GenerationService::Detokenize(
-    grpc::CallbackServerContext* context, const tpserve::v1::DetokenizeRequest* request,
-    tpserve::v1::DetokenizeResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status status;
-  for (int i = 0; i < request->token_ids_size() && status.ok(); ++i) {
-    if (!tokenizer_.IsValidId(request->token_ids(i))) {
-      status = absl::InvalidArgumentError(
-          absl::StrCat("token_ids[", i, "]: ", request->token_ids(i),
-                       " is outside the vocabulary [0, ", tokenizer_.vocab_size(), ")"));
+absl::Status GenerationService::DoDetokenize(const grpc::ByteBuffer& request,
+                                             grpc::ByteBuffer* response) const {
+  ASSIGN_OR_RETURN(tpserve::v1::DetokenizeRequest r,
+                   ParseChecked<tpserve::v1::DetokenizeRequest>(request, validator_));
+  for (int i = 0; i < r.token_ids_size(); ++i) {
+    if (!tokenizer_.IsValidId(r.token_ids(i))) {
+      return absl::InvalidArgumentError(absl::StrCat("token_ids[", i, "]: ", r.token_ids(i),
+                                                     " is outside the vocabulary [0, ",
+                                                     tokenizer_.vocab_size(), ")"));
     }
   }
-  if (status.ok()) {
-    absl::StatusOr<std::string> text =
-        tokenizer_.Decode(request->token_ids(), request->skip_special_tokens());
-    status = text.status();
-    if (text.ok()) response->set_text(model::Utf8Lossy(*text));
-  }
-  reactor->Finish(ToGrpcStatus(status));
+  ASSIGN_OR_RETURN(std::string text, tokenizer_.Decode(r.token_ids(), r.skip_special_tokens()));
+  tpserve::v1::DetokenizeResponse out;
+  out.set_text(model::Utf8Lossy(text));
+  Serialize(out, response);
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(DoDetokenize(*request, response)));
   return reactor;
 }
 

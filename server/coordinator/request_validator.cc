@@ -52,6 +52,9 @@ absl::Status RequestValidator::CheckSize(const RequestSize& size) const {
       AtMost("stop", size.stop, "strings", "max_stop_sequences", limits_.max_stop_sequences));
   RETURN_IF_ERROR(AtMost("stop_token_ids", size.stop_token_ids, "ids", "max_stop_token_ids",
                          limits_.max_stop_token_ids));
+  // No sequence the server holds is longer: Detokenize needs no more.
+  RETURN_IF_ERROR(
+      AtMost("token_ids", size.token_ids, "ids", "max_total_tokens", limits_.max_total_tokens));
   return absl::OkStatus();
 }
 
@@ -74,6 +77,7 @@ absl::Status RequestValidator::CheckWire(const google::protobuf::Descriptor& typ
   size.stop = static_cast<uint64_t>(tally(type, "stop").elements);
   size.stop_token_ids = static_cast<uint64_t>(tally(type, "stop_token_ids").elements);
   size.request_id_bytes = static_cast<uint64_t>(tally(type, "request_id").bytes);
+  size.token_ids = static_cast<uint64_t>(tally(type, "token_ids").elements);
   return CheckSize(size);
 }
 

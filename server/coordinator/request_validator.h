@@ -52,6 +52,7 @@ struct RequestSize {
   uint64_t stop = 0;              // stop strings
   uint64_t stop_token_ids = 0;    // stop_token_ids entries
   uint64_t request_id_bytes = 0;
+  uint64_t token_ids = 0;  // DetokenizeRequest.token_ids entries
 };
 
 // A validated request in the engine's terms.
@@ -73,8 +74,9 @@ class RequestValidator {
                    ServingLimits limits)
       : tokenizer_(tokenizer), chat_(chat), limits_(limits) {}
 
-  // Refuses a serialised GenerateRequest or TokenizeRequest (`type`) whose sizes exceed the
-  // limits, before it is parsed: the same rule as Validate's, on what the wire holds.
+  // Refuses a serialised GenerateRequest, TokenizeRequest or DetokenizeRequest (`type`) whose
+  // sizes exceed the limits, before it is parsed: the same rule as Validate's, on what the
+  // wire holds.
   absl::Status CheckWire(const google::protobuf::Descriptor& type, std::string_view wire) const;
 
   // The size rule: every count and byte size of `size` within the limits, else

@@ -181,6 +181,18 @@ TEST_F(RequestValidatorTest, RepetitionPenaltyRangeComesFromTheSampler) {
   }
 }
 
+TEST_F(RequestValidatorTest, DetokenizeIdCount) {
+  const RequestValidator v(*tokenizer_, chat_, Limits());  // max_total_tokens 2000
+  tpserve::v1::DetokenizeRequest r;
+  for (int i = 0; i < 2000; ++i) r.add_token_ids(1);
+  const auto& type = *tpserve::v1::DetokenizeRequest::descriptor();
+  EXPECT_TRUE(v.CheckWire(type, r.SerializeAsString()).ok());
+  r.add_token_ids(1);
+  const absl::Status s = v.CheckWire(type, r.SerializeAsString());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "token_ids: 2001 ids exceed max_total_tokens 2000");
+}
+
 // The wire check refuses a huge request without parsing it: 500,000 empty messages.
 TEST_F(RequestValidatorTest, WireCheckRefusesHalfAMillionMessages) {
   std::string wire;

@@ -243,6 +243,19 @@ def test_eight_at_once_keep_the_coordinator_small(server, raw_generate, stub, id
     assert len(res.ids) >= 1
 
 
+def test_detokenize_of_a_million_ids_is_refused_fast(channel):
+    detokenize = channel.unary_unary("/tpserve.v1.Generation/Detokenize",
+                                     request_serializer=lambda b: b,
+                                     response_deserializer=pb.DetokenizeResponse.FromString)
+    request = field(1, b"\x01" * 1_000_000)  # DetokenizeRequest.token_ids, packed
+    start = time.monotonic()
+    with pytest.raises(grpc.RpcError) as e:
+        detokenize(request, timeout=RPC_S)
+    assert e.value.code() == INVALID, e.value
+    assert "token_ids" in e.value.details() and "max_total_tokens 2048" in e.value.details()
+    assert time.monotonic() - start < FAST_S
+
+
 def test_chat_content_cannot_inject_a_role(stub):
     im_start = stub.Tokenize(pb.TokenizeRequest(text="<|im_start|>"), timeout=RPC_S).token_ids
     assert len(im_start) == 1, "a raw text still reads special-token text as the token"
