@@ -66,7 +66,7 @@ class CoordinatorServer {
   // engine, not started yet.
   absl::Status CreateEngine(CoordinatorOptions& options);
   // The gRPC server on `listen` (health NOT_SERVING until the world is ready), refusing request
-  // messages over `max_request_bytes` (after decompression).
+  // messages over `max_request_bytes` and compressed ones.
   absl::Status Listen(const std::string& listen, bool reflection, uint32_t max_request_bytes);
   void SetServing(bool serving);
 

@@ -37,8 +37,8 @@ struct ServingLimits {
   // applied is also at most 64 * max_input_tokens + 4 KiB, which no tokeniser fits in
   // max_input_tokens (see PromptByteLimit).
   uint32_t max_prompt_bytes = 1 << 20;
-  // A whole serialised request (gRPC's max receive message size, checked after
-  // decompression): what the server buffers before any of the limits above can be checked.
+  // A whole serialised request (gRPC's max receive message size; compressed requests are
+  // refused outright): what the server buffers before any of the limits above are checked.
   uint32_t max_request_bytes = 4 << 20;
 };
 
