@@ -91,7 +91,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(streamed == *decoded, "streamed text equals Decode");
     auto chat = tpserve::model::NewChatMlTemplate(std::nullopt);
     auto prompt = chat->Render({{"user", text}}, true);
-    Check(prompt.ok() && tok.Encode(*prompt, false).ok(), "ChatML render of valid text");
+    Check(prompt.ok() && tok.Encode(prompt->text(), false, prompt->content()).ok(),
+          "ChatML render of valid text");
   }
   // The input read as token ids (any values, in or out of range): Decode is lossy or an error.
   std::vector<int32_t> raw(size / 4);

@@ -94,11 +94,12 @@ absl::Status RunInspect(const InspectOptions& options, std::ostream& out) {
                                                                      piece(tokenizer->bos_id()),
                                                                      piece(tokenizer->eos_id())));
   const model::ChatMessage message{"user", options.prompt};
-  ASSIGN_OR_RETURN(std::string rendered, chat_template->Render({&message, 1}, true));
-  ASSIGN_OR_RETURN(std::vector<int32_t> chat_ids, tokenizer->Encode(rendered, false));
+  ASSIGN_OR_RETURN(model::ChatText rendered, chat_template->Render({&message, 1}, true));
+  ASSIGN_OR_RETURN(std::vector<int32_t> chat_ids,
+                   tokenizer->Encode(rendered.text(), false, rendered.content()));
   out << "family          " << chat_template->name() << "\n"
       << "rendered (" << chat_ids.size() << " tokens):\n"
-      << rendered << "\n";
+      << rendered.text() << "\n";
   return absl::OkStatus();
 }
 

@@ -19,6 +19,7 @@ namespace {
 using json = nlohmann::json;
 using model::ChatMessage;
 using model::ChatTemplate;
+using model::ChatText;
 using model::Tokenizer;
 
 std::string Dump(const json& value) {
@@ -62,16 +63,17 @@ absl::StatusOr<json> HandleLine(const TokenizeOptions& options, const Tokenizer&
     ASSIGN_OR_RETURN(std::string decoded, tokenizer.Decode(ids, options.skip_special));
     return json(decoded);
   }
-  std::string prompt;
+  ChatText prompt;  // raw text: all markup (special-token text recognised)
   if (chat != nullptr) {
     ASSIGN_OR_RETURN(std::vector<ChatMessage> messages, ParseMessages(line));
     ASSIGN_OR_RETURN(prompt, chat->Render(messages, /*add_generation_prompt=*/true));
-    if (options.render) return json(prompt);
+    if (options.render) return json(prompt.text());
   } else {
     if (!line.is_string()) return absl::InvalidArgumentError("expected a JSON string of text");
-    prompt = line.get<std::string>();
+    prompt.AppendMarkup(line.get<std::string>());
   }
-  ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(prompt, options.add_special));
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                   tokenizer.Encode(prompt.text(), options.add_special, prompt.content()));
   return json(ids);
 }
 

@@ -150,6 +150,14 @@ absl::Status CoordinatorServer::Listen(const CoordinatorOptions& options) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // Bounds every request message before the service sees it: RESOURCE_EXHAUSTED above this.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.limits.max_request_bytes));
+  // gRPC 1.51 (Debian 12) checks that limit only after inflating a compressed message
+  // whole: 300 KB of gzip cost 300 MB before the refusal. Compressed requests are refused
+  // instead (UNIMPLEMENTED, when their headers arrive); prompts are small, and responses
+  // were never compressed.
+  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
+  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);
   if (!options.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.AddListeningPort(listen, credentials, &port_);
   builder.RegisterService(service_.get());

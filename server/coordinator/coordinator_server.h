@@ -71,7 +71,8 @@ class CoordinatorServer {
   // The worker pool, the step trace (when asked for; filled into options.engine) and the batch
   // engine, not started yet.
   absl::Status CreateEngine(CoordinatorOptions& options);
-  // The gRPC server on `options.listen` (health NOT_SERVING until the world is ready).
+  // The gRPC server on `options.listen` (health NOT_SERVING until the world is ready),
+  // refusing request messages over options.limits.max_request_bytes and compressed ones.
   absl::Status Listen(const CoordinatorOptions& options);
   void SetServing(bool serving);
 

@@ -16,15 +16,21 @@
 namespace tpserve::coordinator {
 namespace {
 
-// Parses a raw request, refusing invalid UTF-8 by field name first.
+// Parses a raw request: refuses one whose sizes exceed the limits before anything is built
+// from it (500,000 empty chat messages cost no allocation each), then invalid UTF-8 by field
+// name.
 template <typename Message>
-absl::StatusOr<Message> ParseChecked(const grpc::ByteBuffer& buffer) {
+absl::StatusOr<Message> ParseChecked(const grpc::ByteBuffer& buffer,
+                                     const RequestValidator& validator) {
   std::vector<grpc::Slice> slices;
   if (!buffer.Dump(&slices).ok()) return absl::InvalidArgumentError("unreadable request");
   std::string wire;
+  wire.reserve(buffer.Length());
   for (const grpc::Slice& s : slices) {
     wire.append(reinterpret_cast<const char*>(s.begin()), s.size());
   }
+  slices.clear();
+  RETURN_IF_ERROR(validator.CheckWire(*Message::descriptor(), wire));
   RETURN_IF_ERROR(CheckUtf8Fields(*Message::descriptor(), wire));
   Message message;
   if (!message.ParseFromString(wire)) {
@@ -79,7 +85,7 @@ uint64_t GenerationService::NextSeed() {
 
 absl::Status GenerationService::Submit(const grpc::ByteBuffer& request, GenerateStream* stream) {
   ASSIGN_OR_RETURN(tpserve::v1::GenerateRequest parsed,
-                   ParseChecked<tpserve::v1::GenerateRequest>(request));
+                   ParseChecked<tpserve::v1::GenerateRequest>(request, validator_));
   ASSIGN_OR_RETURN(RequestSpec spec, validator_.Validate(parsed, NextSeed()));
   if (spec.request_id.empty()) {
     spec.request_id = absl::StrCat("req-", next_request_number_.fetch_add(1));
@@ -105,7 +111,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
 absl::Status GenerationService::DoTokenize(const grpc::ByteBuffer& request,
                                            grpc::ByteBuffer* response) const {
   ASSIGN_OR_RETURN(tpserve::v1::TokenizeRequest r,
-                   ParseChecked<tpserve::v1::TokenizeRequest>(request));
+                   ParseChecked<tpserve::v1::TokenizeRequest>(request, validator_));
   if (r.text().empty() == r.messages().empty()) {
     return absl::InvalidArgumentError("text: exactly one of text and messages must be given");
   }
@@ -130,24 +136,30 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
   return reactor;
 }
 
-grpc::ServerUnaryReactor* GenerationService::Detokenize(
-    grpc::CallbackServerContext* context, const tpserve::v1::DetokenizeRequest* request,
-    tpserve::v1::DetokenizeResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status status = Authorize(*context);
-  for (int i = 0; i < request->token_ids_size() && status.ok(); ++i) {
-    if (!tokenizer_.IsValidId(request->token_ids(i))) {
-      status = absl::InvalidArgumentError(
-          absl::StrCat("token_ids[", i, "]: ", request->token_ids(i),
-                       " is outside the vocabulary [0, ", tokenizer_.vocab_size(), ")"));
+absl::Status GenerationService::DoDetokenize(const grpc::ByteBuffer& request,
+                                             grpc::ByteBuffer* response) const {
+  ASSIGN_OR_RETURN(tpserve::v1::DetokenizeRequest r,
+                   ParseChecked<tpserve::v1::DetokenizeRequest>(request, validator_));
+  for (int i = 0; i < r.token_ids_size(); ++i) {
+    if (!tokenizer_.IsValidId(r.token_ids(i))) {
+      return absl::InvalidArgumentError(absl::StrCat("token_ids[", i, "]: ", r.token_ids(i),
+                                                     " is outside the vocabulary [0, ",
+                                                     tokenizer_.vocab_size(), ")"));
     }
   }
-  if (status.ok()) {
-    absl::StatusOr<std::string> text =
-        tokenizer_.Decode(request->token_ids(), request->skip_special_tokens());
-    status = text.status();
-    if (text.ok()) response->set_text(model::Utf8Lossy(*text));
-  }
+  ASSIGN_OR_RETURN(std::string text, tokenizer_.Decode(r.token_ids(), r.skip_special_tokens()));
+  tpserve::v1::DetokenizeResponse out;
+  out.set_text(model::Utf8Lossy(text));
+  Serialize(out, response);
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status = Authorize(*context);
+  if (status.ok()) status = DoDetokenize(*request, response);
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }

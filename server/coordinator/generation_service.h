@@ -1,5 +1,6 @@
 // GenerationService: the public tpserve.v1.Generation service on the gRPC callback API.
-// Generate and Tokenize take their requests as raw bytes so that invalid UTF-8 becomes
+// Generate, Tokenize and Detokenize take their requests as raw bytes so that their sizes are
+// checked before anything is parsed (RequestValidator::CheckWire) and invalid UTF-8 becomes
 // INVALID_ARGUMENT naming the field (protobuf would refuse to parse it); everything else is
 // validated by RequestValidator and queued on the BatchEngine. With ApiKeys, every call must
 // carry "authorization: Bearer KEY" metadata first (UNAUTHENTICATED otherwise). Holds no
@@ -24,7 +25,7 @@ namespace tpserve::coordinator {
 
 using GenerationBase = tpserve::v1::Generation::WithRawCallbackMethod_Generate<
     tpserve::v1::Generation::WithRawCallbackMethod_Tokenize<
-        tpserve::v1::Generation::WithCallbackMethod_Detokenize<
+        tpserve::v1::Generation::WithRawCallbackMethod_Detokenize<
             tpserve::v1::Generation::WithCallbackMethod_GetModelInfo<
                 tpserve::v1::Generation::Service>>>>;
 
@@ -43,8 +44,8 @@ class GenerationService final : public GenerationBase {
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
-                                       const tpserve::v1::DetokenizeRequest* request,
-                                       tpserve::v1::DetokenizeResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
                                          const tpserve::v1::GetModelInfoRequest* request,
                                          tpserve::v1::ModelInfo* response) override;
@@ -55,6 +56,7 @@ class GenerationService final : public GenerationBase {
   // Parses, validates and queues a Generate request delivering into `stream`.
   absl::Status Submit(const grpc::ByteBuffer& request, GenerateStream* stream);
   absl::Status DoTokenize(const grpc::ByteBuffer& request, grpc::ByteBuffer* response) const;
+  absl::Status DoDetokenize(const grpc::ByteBuffer& request, grpc::ByteBuffer* response) const;
   uint64_t NextSeed() ABSL_LOCKS_EXCLUDED(seed_mu_);
 
   const model::Tokenizer& tokenizer_;

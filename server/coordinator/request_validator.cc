@@ -1,8 +1,11 @@
 #include "server/coordinator/request_validator.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/common/proto_wire_tally.h"
 #include "server/common/status_macros.h"
 
 namespace tpserve::coordinator {
@@ -10,7 +13,73 @@ namespace {
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
+// InvalidArgument "<field>: <n> <what> exceed <limit_name> <limit>" when n > limit.
+absl::Status AtMost(const char* field, uint64_t n, const char* what, const char* limit_name,
+                    uint64_t limit) {
+  if (n <= limit) return absl::OkStatus();
+  return Invalid(absl::StrCat(field, ": ", n, " ", what, " exceed ", limit_name, " ", limit));
+}
+
+template <typename Messages>
+RequestSize PromptSize(const std::string& prompt, const Messages& messages, uint64_t ids) {
+  RequestSize size;
+  size.prompt_bytes = prompt.size();
+  size.messages = static_cast<uint64_t>(messages.size());
+  for (const auto& m : messages) size.message_bytes += m.content().size();
+  size.prompt_token_ids = ids;
+  return size;
+}
+
 }  // namespace
+
+uint64_t RequestValidator::PromptByteLimit() const {
+  return std::min<uint64_t>(limits_.max_prompt_bytes,
+                            static_cast<uint64_t>(limits_.max_input_tokens) * 64 + 4096);
+}
+
+absl::Status RequestValidator::CheckSize(const RequestSize& size) const {
+  RETURN_IF_ERROR(AtMost("request_id", size.request_id_bytes, "bytes", "max_request_id_bytes",
+                         limits_.max_request_id_bytes));
+  RETURN_IF_ERROR(
+      AtMost("messages", size.messages, "messages", "max_messages", limits_.max_messages));
+  RETURN_IF_ERROR(AtMost("messages", size.message_bytes, "bytes of content", "max_prompt_bytes",
+                         PromptByteLimit()));
+  RETURN_IF_ERROR(
+      AtMost("prompt", size.prompt_bytes, "bytes", "max_prompt_bytes", PromptByteLimit()));
+  RETURN_IF_ERROR(AtMost("prompt_token_ids", size.prompt_token_ids, "ids", "max_input_tokens",
+                         limits_.max_input_tokens));
+  RETURN_IF_ERROR(
+      AtMost("stop", size.stop, "strings", "max_stop_sequences", limits_.max_stop_sequences));
+  RETURN_IF_ERROR(AtMost("stop_token_ids", size.stop_token_ids, "ids", "max_stop_token_ids",
+                         limits_.max_stop_token_ids));
+  // No sequence the server holds is longer: Detokenize needs no more.
+  RETURN_IF_ERROR(
+      AtMost("token_ids", size.token_ids, "ids", "max_total_tokens", limits_.max_total_tokens));
+  return absl::OkStatus();
+}
+
+absl::Status RequestValidator::CheckWire(const google::protobuf::Descriptor& type,
+                                         std::string_view wire) const {
+  const WireTallies tallies = TallyWireFields(type, wire);
+  auto tally = [&](const google::protobuf::Descriptor& t, const char* name) {
+    const google::protobuf::FieldDescriptor* field = t.FindFieldByName(name);
+    if (field == nullptr) return WireTally{};
+    auto it = tallies.find(field);
+    return it == tallies.end() ? WireTally{} : it->second;
+  };
+  const google::protobuf::Descriptor& message = *tpserve::v1::ChatMessage::descriptor();
+  RequestSize size;
+  size.prompt_bytes =
+      static_cast<uint64_t>(tally(type, "prompt").bytes + tally(type, "text").bytes);
+  size.messages = static_cast<uint64_t>(tally(type, "messages").elements);
+  size.message_bytes = static_cast<uint64_t>(tally(message, "content").bytes);
+  size.prompt_token_ids = static_cast<uint64_t>(tally(type, "prompt_token_ids").elements);
+  size.stop = static_cast<uint64_t>(tally(type, "stop").elements);
+  size.stop_token_ids = static_cast<uint64_t>(tally(type, "stop_token_ids").elements);
+  size.request_id_bytes = static_cast<uint64_t>(tally(type, "request_id").bytes);
+  size.token_ids = static_cast<uint64_t>(tally(type, "token_ids").elements);
+  return CheckSize(size);
+}
 
 absl::Status RequestValidator::CheckIds(const google::protobuf::RepeatedField<int32_t>& ids,
                                         const char* field) const {
@@ -34,37 +103,28 @@ absl::StatusOr<std::vector<int32_t>> RequestValidator::PromptIds(
                      "must be given, got ",
                      kinds));
   }
-  // A text longer than this cannot fit the token limit (a token is at least one byte, and
-  // byte-fallback tokenisers never produce fewer tokens than bytes / 64): refuse before
-  // spending time encoding it.
-  const size_t max_bytes = static_cast<size_t>(limits_.max_input_tokens) * 64 + 4096;
+  // Sizes first: refuse before spending time rendering or encoding.
+  RETURN_IF_ERROR(CheckSize(PromptSize(prompt, messages, static_cast<uint64_t>(ids.size()))));
   std::vector<int32_t> out;
   if (!ids.empty()) {
     RETURN_IF_ERROR(CheckIds(ids, "prompt_token_ids"));
     out.assign(ids.begin(), ids.end());
   } else if (!prompt.empty()) {
-    if (prompt.size() > max_bytes) {
-      return Invalid(absl::StrCat("prompt: ", prompt.size(), " bytes cannot fit max_input_tokens ",
-                                  limits_.max_input_tokens));
-    }
+    // Raw prompts spell special tokens as text, as Hugging Face tokenizers read them.
     ASSIGN_OR_RETURN(out, tokenizer_.Encode(prompt, add_special));
   } else {
     if (chat_ == nullptr) return Invalid("messages: the model has no chat template");
     std::vector<model::ChatMessage> chat;
-    size_t bytes = 0;
+    chat.reserve(static_cast<size_t>(messages.size()));
     for (int i = 0; i < messages.size(); ++i) {
       const std::string& role = messages[i].role();
       if (role != "system" && role != "user" && role != "assistant") {
         return Invalid(absl::StrCat("messages[", i, "].role: '", role.substr(0, 64),
                                     "' is not one of system, user, assistant"));
       }
-      bytes += messages[i].content().size();
       chat.push_back({role, messages[i].content()});
     }
-    if (bytes > max_bytes) {
-      return Invalid(absl::StrCat("messages: ", bytes, " bytes cannot fit max_input_tokens ",
-                                  limits_.max_input_tokens));
-    }
+    // Content is tokenised as plain text: a message cannot open a turn of its own.
     absl::StatusOr<std::vector<int32_t>> encoded = chat_->Encode(chat);
     if (!encoded.ok()) return Invalid(absl::StrCat("messages: ", encoded.status().message()));
     out = *std::move(encoded);
@@ -80,9 +140,17 @@ absl::StatusOr<std::vector<int32_t>> RequestValidator::PromptIds(
 absl::StatusOr<RequestSpec> RequestValidator::Validate(const tpserve::v1::GenerateRequest& r,
                                                        uint64_t random_seed) const {
   RequestSpec spec;
-  if (r.request_id().size() > limits_.max_request_id_bytes) {
-    return Invalid(absl::StrCat("request_id: ", r.request_id().size(), " bytes exceed the limit ",
-                                limits_.max_request_id_bytes));
+  RequestSize size = PromptSize(r.prompt(), r.messages(), r.prompt_token_ids_size());
+  size.stop = static_cast<uint64_t>(r.stop_size());
+  size.stop_token_ids = static_cast<uint64_t>(r.stop_token_ids_size());
+  size.request_id_bytes = r.request_id().size();
+  RETURN_IF_ERROR(CheckSize(size));
+  for (size_t i = 0; i < r.request_id().size(); ++i) {
+    const auto c = static_cast<unsigned char>(r.request_id()[i]);
+    if (c < 0x20 || c > 0x7E) {  // it is echoed into logs: no control characters
+      return Invalid(absl::StrFormat(
+          "request_id: byte %d is 0x%02x; only printable ASCII (0x20-0x7e) is allowed", i, c));
+    }
   }
   spec.request_id = r.request_id();
   if (r.max_tokens() == 0) return Invalid("max_tokens: must be at least 1, got 0");
@@ -100,10 +168,6 @@ absl::StatusOr<RequestSpec> RequestValidator::Validate(const tpserve::v1::Genera
   if (r.has_repetition_penalty()) p.repetition_penalty = r.repetition_penalty();
   if (r.has_frequency_penalty()) p.frequency_penalty = r.frequency_penalty();
   if (r.has_presence_penalty()) p.presence_penalty = r.presence_penalty();
-  if (p.repetition_penalty > limits_.max_repetition_penalty) {
-    return Invalid(absl::StrCat("repetition_penalty: must be in (0, ",
-                                limits_.max_repetition_penalty, "], got ", p.repetition_penalty));
-  }
   RETURN_IF_ERROR(CheckIds(r.stop_token_ids(), "stop_token_ids"));
   p.stop_token_ids.assign(r.stop_token_ids().begin(), r.stop_token_ids().end());
   RETURN_IF_ERROR(engine::ValidateSamplingParams(p, tokenizer_.vocab_size()));
@@ -114,15 +178,11 @@ absl::StatusOr<RequestSpec> RequestValidator::Validate(const tpserve::v1::Genera
   p.logprobs = r.logprobs();
   p.seed = r.has_seed() ? r.seed() : random_seed;
 
-  if (static_cast<uint32_t>(r.stop_size()) > limits_.max_stop_sequences) {
-    return Invalid(absl::StrCat("stop: ", r.stop_size(), " strings exceed max_stop_sequences ",
-                                limits_.max_stop_sequences));
-  }
   for (int i = 0; i < r.stop_size(); ++i) {
     if (r.stop(i).empty()) return Invalid(absl::StrCat("stop[", i, "]: empty stop string"));
     if (r.stop(i).size() > limits_.max_stop_bytes) {
-      return Invalid(absl::StrCat("stop[", i, "]: ", r.stop(i).size(), " bytes exceed the limit ",
-                                  limits_.max_stop_bytes));
+      return Invalid(absl::StrCat("stop[", i, "]: ", r.stop(i).size(),
+                                  " bytes exceed max_stop_bytes ", limits_.max_stop_bytes));
     }
     spec.stop.push_back(r.stop(i));
   }

@@ -7,9 +7,11 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/repeated_field.h"
 #include "server/engine/sampler.h"
 #include "server/model/chat_prompt.h"
@@ -18,17 +20,39 @@
 
 namespace tpserve::coordinator {
 
-// The server's limits (flags of `tpserve serve` / `tpserve coordinator`).
+// The server's limits (the first five are flags of `tpserve serve` / `tpserve coordinator`).
+// Those on sizes bound what a request costs before it is parsed, rendered or tokenised.
 struct ServingLimits {
-  uint32_t max_input_tokens = 1024;  // prompt tokens
-  uint32_t max_total_tokens = 2048;  // prompt + max_tokens (also capped by context and KV)
-  uint32_t max_new_tokens = 1024;    // max_tokens
-  uint32_t max_queue = 256;          // waiting requests
-  uint32_t max_stop_sequences = 4;   // stop strings per request
-  uint32_t max_stop_bytes = 256;     // bytes per stop string
-  uint32_t max_logprobs = 20;        // GenerateRequest.logprobs
-  uint32_t max_request_id_bytes = 256;
-  float max_repetition_penalty = 10;  // (0, this]
+  uint32_t max_input_tokens = 1024;     // prompt tokens
+  uint32_t max_total_tokens = 2048;     // prompt + max_tokens (also capped by context and KV)
+  uint32_t max_new_tokens = 1024;       // max_tokens
+  uint32_t max_queue = 256;             // waiting requests
+  uint32_t max_stop_sequences = 4;      // stop strings per request
+  uint32_t max_stop_bytes = 256;        // bytes per stop string
+  uint32_t max_stop_token_ids = 128;    // stop_token_ids per request
+  uint32_t max_logprobs = 20;           // GenerateRequest.logprobs
+  uint32_t max_request_id_bytes = 256;  // printable ASCII only
+  uint32_t max_messages = 1024;         // chat messages per request
+  // Bytes of the prompt text, or of all messages' content together; the bound actually
+  // applied is also at most 64 * max_input_tokens + 4 KiB, which no tokeniser fits in
+  // max_input_tokens (see PromptByteLimit).
+  uint32_t max_prompt_bytes = 1 << 20;
+  // A whole serialised request (gRPC's max receive message size; compressed requests are
+  // refused outright): what the server buffers before any of the limits above are checked.
+  uint32_t max_request_bytes = 4 << 20;
+};
+
+// What a request asks the server to hold and look at: counts and byte sizes, measured from
+// a parsed request or from its wire form before parsing (RequestValidator::CheckWire).
+struct RequestSize {
+  uint64_t prompt_bytes = 0;      // GenerateRequest.prompt / TokenizeRequest.text
+  uint64_t messages = 0;          // messages entries
+  uint64_t message_bytes = 0;     // messages[].content bytes, all together
+  uint64_t prompt_token_ids = 0;  // prompt_token_ids entries
+  uint64_t stop = 0;              // stop strings
+  uint64_t stop_token_ids = 0;    // stop_token_ids entries
+  uint64_t request_id_bytes = 0;
+  uint64_t token_ids = 0;  // DetokenizeRequest.token_ids entries
 };
 
 // A validated request in the engine's terms.
@@ -50,6 +74,15 @@ class RequestValidator {
                    ServingLimits limits)
       : tokenizer_(tokenizer), chat_(chat), limits_(limits) {}
 
+  // Refuses a serialised GenerateRequest, TokenizeRequest or DetokenizeRequest (`type`) whose
+  // sizes exceed the limits, before it is parsed: the same rule as Validate's, on what the
+  // wire holds.
+  absl::Status CheckWire(const google::protobuf::Descriptor& type, std::string_view wire) const;
+
+  // The size rule: every count and byte size of `size` within the limits, else
+  // InvalidArgument naming the field and the limit.
+  absl::Status CheckSize(const RequestSize& size) const;
+
   // `random_seed` is used when the request sets no seed.
   absl::StatusOr<RequestSpec> Validate(const tpserve::v1::GenerateRequest& request,
                                        uint64_t random_seed) const;
@@ -62,6 +95,9 @@ class RequestValidator {
       const google::protobuf::RepeatedField<int32_t>& ids, bool add_special) const;
 
   const ServingLimits& limits() const { return limits_; }
+  // Bytes of prompt text (or of all messages' content) allowed: max_prompt_bytes, at most
+  // 64 bytes per input token + 4 KiB (no tokeniser makes fewer tokens than bytes / 64).
+  uint64_t PromptByteLimit() const;
 
  private:
   absl::Status CheckIds(const google::protobuf::RepeatedField<int32_t>& ids,

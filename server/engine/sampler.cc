@@ -39,9 +39,10 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int32_t vocab_size)
   if (!InRange(p.min_p, 0.0f, 1.0f)) {
     return absl::InvalidArgumentError(absl::StrCat("min_p must be in [0, 1], got ", p.min_p));
   }
-  if (!(p.repetition_penalty > 0.0f) || std::isinf(p.repetition_penalty)) {
+  if (!InRange(p.repetition_penalty, kMinRepetitionPenalty, kMaxRepetitionPenalty)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("repetition_penalty must be a finite number > 0, got ", p.repetition_penalty));
+        absl::StrCat("repetition_penalty must be in [", kMinRepetitionPenalty, ", ",
+                     kMaxRepetitionPenalty, "], got ", p.repetition_penalty));
   }
   if (!InRange(p.frequency_penalty, -2.0f, 2.0f)) {
     return absl::InvalidArgumentError(

@@ -26,7 +26,8 @@ struct SamplingParams {
   int32_t top_k = 0;                // 0: off
   float top_p = 1.0f;               // 1: off; in (0, 1]
   float min_p = 0.0f;               // 0: off; in [0, 1]
-  float repetition_penalty = 1.0f;  // 1: off; > 0; prompt and generated tokens
+  float repetition_penalty = 1.0f;  // 1: off; in [kMin.., kMaxRepetitionPenalty]; prompt and
+                                    // generated tokens
   float frequency_penalty = 0.0f;   // 0: off; generated tokens, times their count
   float presence_penalty = 0.0f;    // 0: off; generated tokens, once each
   uint64_t seed = 0;
@@ -53,6 +54,11 @@ struct SampleResult {
   std::vector<TokenLogprob> top;  // params.logprobs best tokens of that distribution
   bool is_stop = false;           // token is one of params.stop_token_ids
 };
+
+// The repetition penalty's range: far enough from 0 that dividing a logit by it stays finite
+// (1e-45 made NaN log-probabilities), and past any useful strength at the top.
+inline constexpr float kMinRepetitionPenalty = 0.01f;
+inline constexpr float kMaxRepetitionPenalty = 10.0f;
 
 // Checks the ranges the proto documents; InvalidArgument naming the field otherwise.
 absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_size);

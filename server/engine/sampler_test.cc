@@ -353,6 +353,14 @@ TEST(SamplerTest, ValidationNamesTheField) {
   p = {};
   p.repetition_penalty = 0.0f;
   expect_bad(p, "repetition_penalty");
+  for (float bad : {1e-45f, 0.0099f, 10.01f, std::nanf(""), INFINITY}) {
+    p.repetition_penalty = bad;  // 1e-45 once gave NaN log-probabilities
+    expect_bad(p, "repetition_penalty");
+  }
+  for (float good : {kMinRepetitionPenalty, 1.0f, kMaxRepetitionPenalty}) {
+    p.repetition_penalty = good;
+    EXPECT_TRUE(ValidateSamplingParams(p, 100).ok()) << good;
+  }
   p = {};
   p.frequency_penalty = 3.0f;
   expect_bad(p, "frequency_penalty");

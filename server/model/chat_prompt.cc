@@ -19,14 +19,14 @@ absl::StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(const Tokenizer& 
   return std::unique_ptr<ChatPrompt>(new ChatPrompt(tokenizer, std::move(chat_template)));
 }
 
-absl::StatusOr<std::string> ChatPrompt::Render(absl::Span<const ChatMessage> messages) const {
+absl::StatusOr<ChatText> ChatPrompt::Render(absl::Span<const ChatMessage> messages) const {
   return template_->Render(messages, /*add_generation_prompt=*/true);
 }
 
 absl::StatusOr<std::vector<int32_t>> ChatPrompt::Encode(
     absl::Span<const ChatMessage> messages) const {
-  ASSIGN_OR_RETURN(std::string text, Render(messages));
-  return tokenizer_.Encode(text, /*add_special=*/false);
+  ASSIGN_OR_RETURN(ChatText text, Render(messages));
+  return tokenizer_.Encode(text.text(), /*add_special=*/false, text.content());
 }
 
 }  // namespace tpserve::model

@@ -1,6 +1,8 @@
 // ChatPrompt: turns chat messages into prompt token ids for one model — its chat template
 // (from the tokenizer's metadata) rendered with the assistant turn opened, then tokenised
-// with the special tokens the rendered text spells out. Immutable after Create(); thread-safe.
+// with the special tokens the template spells out recognised, and the messages' content as
+// plain text (a message that spells "<|im_start|>system" stays text: no role injection).
+// Immutable after Create(); thread-safe.
 #ifndef TPSERVE_SERVER_MODEL_CHAT_PROMPT_H_
 #define TPSERVE_SERVER_MODEL_CHAT_PROMPT_H_
 
@@ -22,9 +24,10 @@ class ChatPrompt {
   // one ChatTemplate recognises. `tokenizer` must outlive the ChatPrompt.
   static absl::StatusOr<std::unique_ptr<ChatPrompt>> Create(const Tokenizer& tokenizer);
 
-  // The rendered prompt text (BOS and markers as text).
-  absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages) const;
-  // Render, then Encode without adding specials (the text already carries them).
+  // The rendered prompt (BOS and markers as text), content ranges marked.
+  absl::StatusOr<ChatText> Render(absl::Span<const ChatMessage> messages) const;
+  // Render, then Encode without adding specials (the text already carries them), the
+  // content ranges as plain text.
   absl::StatusOr<std::vector<int32_t>> Encode(absl::Span<const ChatMessage> messages) const;
 
  private:

@@ -1,7 +1,8 @@
 // ChatTemplate: renders a list of chat messages into a prompt exactly as the model's Jinja
-// chat template would (with add_generation_prompt). One implementation per template family,
-// each in its own file (chat_template_<name>.cc); ChatTemplate::FromText recognises which
-// family a template text is by its distinctive markers. Immutable; thread-safe.
+// chat template would (with add_generation_prompt), keeping apart what is message content. One
+// implementation per template family, each in its own file (chat_template_<name>.cc);
+// ChatTemplate::FromText recognises which family a template text is by its distinctive markers.
+// Immutable; thread-safe.
 #ifndef TPSERVE_SERVER_MODEL_CHAT_TEMPLATE_H_
 #define TPSERVE_SERVER_MODEL_CHAT_TEMPLATE_H_
 
@@ -13,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "server/model/chat_text.h"
 
 namespace tpserve::model {
 
@@ -32,10 +34,11 @@ class ChatTemplate {
                                                                 std::string bos_token,
                                                                 std::string eos_token);
 
-  // The prompt for `messages`. A role other than system/user/assistant is InvalidArgument
-  // naming it; so is anything the template itself rejects (raise_exception).
-  virtual absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
-                                             bool add_generation_prompt) const = 0;
+  // The prompt for `messages`, each message's content marked as such (see ChatText). A role
+  // other than system/user/assistant is InvalidArgument naming it; so is anything the
+  // template itself rejects (raise_exception).
+  virtual absl::StatusOr<ChatText> Render(absl::Span<const ChatMessage> messages,
+                                          bool add_generation_prompt) const = 0;
   // "chatml", "llama2", "llama3" or "mistral".
   virtual std::string_view name() const = 0;
 };

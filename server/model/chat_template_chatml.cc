@@ -12,17 +12,21 @@ class ChatMlTemplate final : public ChatTemplate {
   explicit ChatMlTemplate(std::optional<std::string> default_system)
       : default_system_(std::move(default_system)) {}
 
-  absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
-                                     bool add_generation_prompt) const override {
+  absl::StatusOr<ChatText> Render(absl::Span<const ChatMessage> messages,
+                                  bool add_generation_prompt) const override {
     RETURN_IF_ERROR(CheckRoles(messages));
-    std::string out;
+    ChatText out;
     for (size_t i = 0; i < messages.size(); ++i) {
       const ChatMessage& m = messages[i];
       // {% if loop.first and messages[0]['role'] != 'system' %}{{ default }}{% endif %}
-      if (i == 0 && m.role != "system" && default_system_.has_value()) out += *default_system_;
-      absl::StrAppend(&out, "<|im_start|>", m.role, "\n", m.content, "<|im_end|>\n");
+      if (i == 0 && m.role != "system" && default_system_.has_value()) {
+        out.AppendMarkup(*default_system_);
+      }
+      out.AppendMarkup(absl::StrCat("<|im_start|>", m.role, "\n"));
+      out.AppendContent(m.content);
+      out.AppendMarkup("<|im_end|>\n");
     }
-    if (add_generation_prompt) out += "<|im_start|>assistant\n";
+    if (add_generation_prompt) out.AppendMarkup("<|im_start|>assistant\n");
     return out;
   }
   std::string_view name() const override { return "chatml"; }

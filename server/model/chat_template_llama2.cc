@@ -4,19 +4,16 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/model/chat_template.h"
-#include "server/model/utf8.h"
 
 namespace tpserve::model {
 namespace {
-
-absl::string_view AbslView(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 class Llama2Template final : public ChatTemplate {
  public:
   Llama2Template(std::string bos, std::string eos) : bos_(std::move(bos)), eos_(std::move(eos)) {}
 
-  absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
-                                     bool add_generation_prompt) const override {
+  absl::StatusOr<ChatText> Render(absl::Span<const ChatMessage> messages,
+                                  bool add_generation_prompt) const override {
     RETURN_IF_ERROR(CheckRoles(messages));
     if (messages.empty()) {  // the template reads messages[0]['role'], undefined then
       return absl::InvalidArgumentError("the Llama 2 chat template needs at least one message");
@@ -27,22 +24,28 @@ class Llama2Template final : public ChatTemplate {
       system = messages[0].content;
       loop = messages.subspan(1);
     }
-    std::string out;
+    ChatText out;
     for (size_t i = 0; i < loop.size(); ++i) {
       const ChatMessage& m = loop[i];
       if ((m.role == "user") != (i % 2 == 0)) {
         return absl::InvalidArgumentError(
             "Conversation roles must alternate user/assistant/user/assistant/...");
       }
-      std::string content = m.content;
+      ChatText content;
       if (i == 0 && system.has_value()) {
-        content = absl::StrCat("<<SYS>>\n", *system, "\n<</SYS>>\n\n", m.content);
+        content.AppendMarkup("<<SYS>>\n");
+        content.AppendContent(*system);
+        content.AppendMarkup("\n<</SYS>>\n\n");
       }
-      const absl::string_view stripped = AbslView(PythonStrip(content));
+      content.AppendContent(m.content);
       if (m.role == "user") {
-        absl::StrAppend(&out, bos_, "[INST] ", stripped, " [/INST]");
+        out.AppendMarkup(absl::StrCat(bos_, "[INST] "));
+        out.Append(content.Stripped());
+        out.AppendMarkup(" [/INST]");
       } else if (m.role == "assistant") {
-        absl::StrAppend(&out, " ", stripped, " ", eos_);
+        out.AppendMarkup(" ");
+        out.Append(content.Stripped());
+        out.AppendMarkup(absl::StrCat(" ", eos_));
       }
       // A later "system" message at an odd position renders nothing, as in the template.
     }

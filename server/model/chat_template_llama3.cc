@@ -12,17 +12,20 @@ class Llama3Template final : public ChatTemplate {
  public:
   explicit Llama3Template(std::string bos) : bos_(std::move(bos)) {}
 
-  absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
-                                     bool add_generation_prompt) const override {
+  absl::StatusOr<ChatText> Render(absl::Span<const ChatMessage> messages,
+                                  bool add_generation_prompt) const override {
     RETURN_IF_ERROR(CheckRoles(messages));
-    std::string out;
+    ChatText out;
     for (size_t i = 0; i < messages.size(); ++i) {
-      if (i == 0) out += bos_;
-      const std::string_view content = PythonStrip(messages[i].content);  // | trim
-      absl::StrAppend(&out, "<|start_header_id|>", messages[i].role, "<|end_header_id|>\n\n",
-                      absl::string_view(content.data(), content.size()), "<|eot_id|>");
+      if (i == 0) out.AppendMarkup(bos_);
+      out.AppendMarkup(
+          absl::StrCat("<|start_header_id|>", messages[i].role, "<|end_header_id|>\n\n"));
+      out.AppendContent(PythonStrip(messages[i].content));  // | trim
+      out.AppendMarkup("<|eot_id|>");
     }
-    if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    if (add_generation_prompt) {
+      out.AppendMarkup("<|start_header_id|>assistant<|end_header_id|>\n\n");
+    }
     return out;
   }
   std::string_view name() const override { return "llama3"; }

@@ -11,10 +11,11 @@ class MistralTemplate final : public ChatTemplate {
  public:
   MistralTemplate(std::string bos, std::string eos) : bos_(std::move(bos)), eos_(std::move(eos)) {}
 
-  absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
-                                     bool add_generation_prompt) const override {
+  absl::StatusOr<ChatText> Render(absl::Span<const ChatMessage> messages,
+                                  bool add_generation_prompt) const override {
     RETURN_IF_ERROR(CheckRoles(messages));
-    std::string out = bos_;
+    ChatText out;
+    out.AppendMarkup(bos_);
     for (size_t i = 0; i < messages.size(); ++i) {
       const ChatMessage& m = messages[i];
       if ((m.role == "user") != (i % 2 == 0)) {
@@ -22,9 +23,12 @@ class MistralTemplate final : public ChatTemplate {
             "Conversation roles must alternate user/assistant/user/assistant/...");
       }
       if (m.role == "user") {
-        absl::StrAppend(&out, "[INST] ", m.content, " [/INST]");
+        out.AppendMarkup("[INST] ");
+        out.AppendContent(m.content);
+        out.AppendMarkup(" [/INST]");
       } else if (m.role == "assistant") {
-        absl::StrAppend(&out, m.content, eos_);
+        out.AppendContent(m.content);
+        out.AppendMarkup(eos_);
       } else {
         return absl::InvalidArgumentError(
             absl::StrCat("Only user and assistant roles are supported! (got '", m.role, "')"));

@@ -6,6 +6,7 @@
 namespace tpserve::model {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr char kSmolLm[] =
@@ -24,7 +25,7 @@ std::unique_ptr<ChatTemplate> Make(std::string_view text) {
 std::string Render(const ChatTemplate& t, const std::vector<ChatMessage>& messages) {
   auto out = t.Render(messages, true);
   EXPECT_TRUE(out.ok()) << out.status();
-  return out.ok() ? *out : "";
+  return out.ok() ? out->text() : "";
 }
 
 TEST(ChatTemplateTest, ChatMlInsertsTheDefaultSystemPromptFromTheTemplateText) {
@@ -83,6 +84,30 @@ TEST(ChatTemplateTest, Mistral) {
   EXPECT_EQ(Render(*t, {{"user", " a "}, {"assistant", "b"}, {"user", "c"}}),
             "<s>[INST]  a  [/INST]b</s>[INST] c [/INST]");
   EXPECT_FALSE(t->Render({{"system", "s"}, {"user", "a"}}, true).ok());
+}
+
+// The bytes of each content range, in order.
+std::vector<std::string> ContentOf(const ChatText& t) {
+  std::vector<std::string> out;
+  for (const ByteRange& r : t.content()) out.push_back(t.text().substr(r.begin, r.end - r.begin));
+  return out;
+}
+
+TEST(ChatTemplateTest, ContentRangesHoldExactlyTheMessageText) {
+  const std::vector<ChatMessage> chat = {{"system", " S<|im_end|> "}, {"user", "U<|eot_id|>"}};
+  auto chatml = Make(kSmolLm)->Render(chat, true);
+  ASSERT_TRUE(chatml.ok());
+  EXPECT_THAT(ContentOf(*chatml), ElementsAre(" S<|im_end|> ", "U<|eot_id|>"));
+  auto llama3 = Make("<|start_header_id|><|eot_id|>")->Render(chat, true);
+  ASSERT_TRUE(llama3.ok());
+  EXPECT_THAT(ContentOf(*llama3), ElementsAre("S<|im_end|>", "U<|eot_id|>"));  // trimmed
+  auto llama2 = Make("<<SYS>> [INST]")->Render(chat, true);
+  ASSERT_TRUE(llama2.ok());
+  EXPECT_EQ(llama2->text(), "<s>[INST] <<SYS>>\n S<|im_end|> \n<</SYS>>\n\nU<|eot_id|> [/INST]");
+  EXPECT_THAT(ContentOf(*llama2), ElementsAre(" S<|im_end|> ", "U<|eot_id|>"));
+  auto mistral = Make("[INST] [/INST]")->Render({{"user", "a</s>"}, {"assistant", "b"}}, true);
+  ASSERT_TRUE(mistral.ok());
+  EXPECT_THAT(ContentOf(*mistral), ElementsAre("a</s>", "b"));
 }
 
 TEST(ChatTemplateTest, UnknownRoleIsNamed) {

@@ -52,17 +52,23 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(TokenizerSpec spec)
   return tok;
 }
 
-absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
-                                                       bool add_special) const {
+absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bool add_special,
+                                                       absl::Span<const ByteRange> literal) const {
   size_t bad = 0;
   if (!IsValidUtf8(text, &bad)) {
     return absl::InvalidArgumentError(absl::StrCat("text is not valid UTF-8 at byte ", bad));
+  }
+  for (size_t i = 0; i < literal.size(); ++i) {
+    if (literal[i].begin > literal[i].end || literal[i].end > text.size() ||
+        (i > 0 && literal[i].begin < literal[i - 1].end)) {
+      return absl::InvalidArgumentError("literal ranges are not sorted, disjoint and in the text");
+    }
   }
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 2);
   if (add_special && add_bos_) ids.push_back(bos_id_);
   bool at_start = true;
-  for (const TextSegment& segment : added_.Split(text)) {
+  for (const TextSegment& segment : added_.Split(text, literal)) {
     if (segment.token_id >= 0) {
       ids.push_back(segment.token_id);
     } else {

@@ -52,8 +52,11 @@ class Tokenizer {
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& path);
 
   // Text (must be valid UTF-8, else InvalidArgument with the offset) to ids. Added tokens in
-  // the text are always recognised; `add_special` adds BOS/EOS as the model asks.
-  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool add_special) const;
+  // the text are recognised (as Hugging Face tokenizers do) except where they would overlap a
+  // range of `literal` (sorted, disjoint byte ranges of `text`, e.g. chat message content),
+  // which is encoded as plain text; `add_special` adds BOS/EOS as the model asks.
+  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool add_special,
+                                              absl::Span<const ByteRange> literal = {}) const;
   // Ids to text. Bytes that do not form UTF-8 become U+FFFD. An id outside the vocabulary
   // is InvalidArgument.
   absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids, bool skip_special) const;

@@ -58,16 +58,28 @@ absl::StatusOr<AddedTokenMatcher> AddedTokenMatcher::Create(std::vector<AddedTok
   return matcher;
 }
 
-std::vector<TextSegment> AddedTokenMatcher::Split(std::string_view text) const {
+std::vector<TextSegment> AddedTokenMatcher::Split(std::string_view text,
+                                                  absl::Span<const ByteRange> literal) const {
   std::vector<TextSegment> out;
   size_t emitted = 0;  // text before this offset is already in `out`
   size_t pos = 0;
+  size_t next_literal = 0;  // the first range of `literal` that ends after `pos`
   while (pos < text.size()) {
+    while (next_literal < literal.size() && literal[next_literal].end <= pos) ++next_literal;
+    // A match must end at or before the next literal range (text.size() when none).
+    size_t limit = text.size();
+    if (next_literal < literal.size()) {
+      if (literal[next_literal].begin <= pos) {  // inside a literal range: skip it
+        pos = literal[next_literal].end;
+        continue;
+      }
+      limit = literal[next_literal].begin;
+    }
     const auto& bucket = by_first_byte_[static_cast<uint8_t>(text[pos])];
     const AddedToken* match = nullptr;
     for (int index : bucket) {  // longest first
       const AddedToken& t = tokens_[index];
-      if (text.compare(pos, t.content.size(), t.content) == 0) {
+      if (t.content.size() <= limit - pos && text.compare(pos, t.content.size(), t.content) == 0) {
         match = &t;
         break;
       }

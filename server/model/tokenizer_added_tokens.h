@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 
 namespace tpserve::model {
 
@@ -20,6 +21,12 @@ struct AddedToken {
   bool special = false;  // skipped by Decode(skip_special)
   bool lstrip = false;   // the match swallows whitespace on its left
   bool rstrip = false;   // ... and on its right
+};
+
+// Bytes [begin, end) of a text.
+struct ByteRange {
+  size_t begin = 0;
+  size_t end = 0;
 };
 
 // A stretch of text between matches, or one matched token.
@@ -35,7 +42,10 @@ class AddedTokenMatcher {
   AddedTokenMatcher() = default;
 
   // Splits `text` (valid UTF-8) into segments in order; empty text stretches are omitted.
-  std::vector<TextSegment> Split(std::string_view text) const;
+  // No match overlaps a range of `literal` (sorted, disjoint, within `text`): text there is
+  // plain text even where it spells a token (chat message content).
+  std::vector<TextSegment> Split(std::string_view text,
+                                 absl::Span<const ByteRange> literal = {}) const;
 
   const std::vector<AddedToken>& tokens() const { return tokens_; }
 

@@ -89,6 +89,23 @@ TEST(TokenizerTest, SplitsAddedTokensLongestFirst) {
   EXPECT_THAT(*tok->Encode("NEW   hi", false), ElementsAre(262, 258));
 }
 
+TEST(TokenizerTest, LiteralRangesAreEncodedAsPlainText) {
+  auto tok = Tiny();
+  ASSERT_NE(tok, nullptr);
+  // "<|a|>hi<|a|>": the middle token text lies in a literal range, the outer ones do not.
+  const std::string text = "<|a|><|a|>hi<|a|>";
+  const std::vector<ByteRange> literal = {{5, 12}};
+  EXPECT_THAT(*tok->Encode(text, false), ElementsAre(260, 260, 258, 260));
+  EXPECT_THAT(*tok->Encode(text, false, literal),
+              ElementsAre(260, '<', '|', 'a', '|', '>', 258, 260));
+  // A token may not straddle a range's edge either: "<|a|b>" whose "b>" is literal.
+  EXPECT_THAT(*tok->Encode("<|a|b>", false, std::vector<ByteRange>{{4, 6}}),
+              ElementsAre('<', '|', 'a', '|', 'b', '>'));
+  // Ranges out of order or past the text are refused.
+  EXPECT_FALSE(tok->Encode(text, false, std::vector<ByteRange>{{6, 8}, {5, 7}}).ok());
+  EXPECT_FALSE(tok->Encode(text, false, std::vector<ByteRange>{{0, 99}}).ok());
+}
+
 TEST(TokenizerTest, DecodeSkipsSpecialTokensOnRequest) {
   auto tok = Tiny();
   ASSERT_NE(tok, nullptr);

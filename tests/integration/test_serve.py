@@ -489,7 +489,7 @@ ACCEPTED = [
      lambda i: pb.GenerateRequest(prompt_token_ids=_ids(L["max_input_tokens"] - 1) +
                                   [i.vocab_size - 1], max_tokens=1, temperature=0.0)),
     ("request_id_256_bytes",
-     lambda i: pb.GenerateRequest(prompt="hi", max_tokens=1, request_id="é" * 128)),
+     lambda i: pb.GenerateRequest(prompt="hi", max_tokens=1, request_id="r" * 256)),
 ]
 
 
