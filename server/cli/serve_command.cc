@@ -1,5 +1,6 @@
 #include "server/cli/serve_command.h"
 
+#include <errno.h>
 #include <signal.h>
 
 #include <memory>
@@ -45,8 +46,22 @@ absl::Status RunServe(ServeOptions options) {
             << (options.coordinator.tls.client_ca_file.empty() ? "" : ", client certificates")
             << (options.coordinator.api_key_file.empty() ? "" : ", API keys")
             << (options.coordinator.reflection ? ", reflection" : "") << ")";
-  int signal = 0;
-  if (sigwait(&signals, &signal) != 0) return absl::InternalError("serve: sigwait failed");
+  // Until a signal, or until the engine gives up on the workers (then exit non-zero with why).
+  constexpr timespec kFatalCheck = {0, 250'000'000};
+  int signal = -1;
+  while (signal < 0) {
+    signal = sigtimedwait(&signals, nullptr, &kFatalCheck);
+    if (signal < 0 && errno != EAGAIN && errno != EINTR) {
+      return absl::InternalError("serve: sigtimedwait failed");
+    }
+    if (absl::Status fatal = server->fatal(); signal < 0 && !fatal.ok()) {
+      server->Shutdown();
+      server.reset();
+      if (workers != nullptr) workers->Stop();
+      return absl::Status(fatal.code(), absl::StrCat("serve: the workers cannot serve the model: ",
+                                                     fatal.message()));
+    }
+  }
   LOG(INFO) << "tpserve: signal " << signal << ", draining (up to " << options.drain_timeout << ")";
   if (!server->Drain(options.drain_timeout)) {
     LOG(WARNING) << "tpserve: streams still running after " << options.drain_timeout

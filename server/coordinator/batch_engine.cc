@@ -99,6 +99,11 @@ void BatchEngine::Stop() {
   if (loop_.joinable()) loop_.join();
 }
 
+absl::Status BatchEngine::fatal() const {
+  absl::MutexLock lock(&mu_);
+  return fatal_;
+}
+
 EngineStats BatchEngine::stats() const {
   absl::MutexLock lock(&mu_);
   return stats_;
@@ -167,6 +172,17 @@ bool BatchEngine::RecoverWorld() {
   const absl::Status started = pool_->Start();
   if (!started.ok()) {
     LOG(WARNING) << "the worker world did not start: " << started;
+    if (!ever_up_ && absl::IsFailedPrecondition(started) &&
+        ++load_failures_ >= options_.max_load_failures) {
+      LOG(ERROR) << "the workers refused " << load_failures_
+                 << " starts in a row before any world came up; stopping";
+      FailAll(
+          absl::UnavailableError(absl::StrCat("the workers cannot serve: ", started.message())));
+      absl::MutexLock lock(&mu_);
+      fatal_ = started;
+      stopping_ = true;
+      return false;
+    }
     if (!requests_.empty() && absl::Now() - down_since_ > options_.recovery_timeout) {
       FailAll(
           absl::UnavailableError(absl::StrCat("the worker world is down: ", started.message())));
@@ -191,6 +207,7 @@ bool BatchEngine::RecoverWorld() {
               << " requests";
   }
   world_up_ = true;
+  ever_up_ = true;
   metrics_->SetWorldUp(true);
   {
     absl::MutexLock lock(&mu_);

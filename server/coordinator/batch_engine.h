@@ -43,6 +43,10 @@ struct BatchEngineOptions {
   // one that breaks its workers every time (or a worker that refuses it) cannot hold the
   // server in a loop of rebuilds.
   int max_failed_steps = 3;
+  // Before the first world is up, this many starts in a row that a worker refused
+  // (FAILED_PRECONDITION: it could not load the model, or refused the Init) stop the engine
+  // with that error (fatal()): a load error that repeats is not worth retrying forever.
+  int max_load_failures = 3;
   StepTrace* step_trace = nullptr;  // when set, every step is recorded there (not owned)
 };
 
@@ -82,6 +86,9 @@ class BatchEngine {
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
   EngineStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // OK while the engine runs or was stopped; the error that stopped it on its own otherwise
+  // (max_load_failures).
+  absl::Status fatal() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Request;
@@ -115,12 +122,15 @@ class BatchEngine {
   uint64_t next_seq_id_ = 1;
   uint64_t next_step_id_ = 1;
   bool world_up_ = false;
+  bool ever_up_ = false;   // a world has come up once
+  int load_failures_ = 0;  // starts in a row a worker refused, before ever_up_
   absl::Time down_since_ = absl::InfinitePast();
 
   mutable absl::Mutex mu_;
   std::deque<std::unique_ptr<Request>> inbox_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status fatal_ ABSL_GUARDED_BY(mu_);
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // submitted and not yet closed
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread loop_;

@@ -53,6 +53,9 @@ class CoordinatorServer {
   ~CoordinatorServer();  // Shutdown()
 
   int port() const { return port_; }
+  // OK while serving; the error that stopped the engine on its own (a model no worker can
+  // load) otherwise: the caller should then shut down and exit non-zero.
+  absl::Status fatal() const { return engine_->fatal(); }
   // Health NOT_SERVING, new requests UNAVAILABLE; waits (bounded) for the streams in flight
   // to finish. True when they all did.
   bool Drain(absl::Duration timeout);
