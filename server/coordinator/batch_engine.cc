@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
@@ -28,6 +29,18 @@ struct BatchEngine::Request {
   int failed_steps = 0;                          // steps of it that took the world down
 };
 
+namespace {
+
+// SplitMix64: spreads the seeds drawn for requests that set none.
+uint64_t MixSeed(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
 BatchEngine::BatchEngine(BatchEngineOptions options, WorkerPool* pool,
                          const model::Tokenizer& tokenizer, ServingMetrics* metrics,
                          std::function<void(bool)> on_ready)
@@ -35,7 +48,8 @@ BatchEngine::BatchEngine(BatchEngineOptions options, WorkerPool* pool,
       pool_(pool),
       tokenizer_(tokenizer),
       metrics_(metrics),
-      on_ready_(std::move(on_ready)) {}
+      on_ready_(std::move(on_ready)),
+      seed_state_(absl::Uniform<uint64_t>(absl::BitGen())) {}
 
 BatchEngine::~BatchEngine() { Stop(); }
 
@@ -64,6 +78,11 @@ absl::Status BatchEngine::Submit(RequestSpec spec, std::shared_ptr<ResponseSink>
         absl::StrCat("max_tokens: prompt (", spec.prompt.size(), " tokens) + max_tokens (",
                      spec.max_tokens, ") exceeds the KV cache capacity of ", capacity, " tokens"));
   }
+  // Admission names the request and draws its seed, whichever front end it came through.
+  if (spec.request_id.empty()) spec.request_id = absl::StrCat("req-", next_request_number_++);
+  seed_state_ = MixSeed(seed_state_);
+  spec.sampling.seed = spec.seed.value_or(seed_state_);
+  VLOG(1) << "admitted " << spec.request_id;
   auto request = std::make_unique<Request>();
   request->spec = std::move(spec);
   request->sink = std::move(sink);

@@ -130,6 +130,8 @@ class BatchEngine {
   std::deque<std::unique_ptr<Request>> inbox_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_request_number_ ABSL_GUARDED_BY(mu_) = 1;  // "req-N" of requests with no id
+  uint64_t seed_state_ ABSL_GUARDED_BY(mu_);               // the last seed drawn
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // submitted and not yet closed
   EngineStats stats_ ABSL_GUARDED_BY(mu_);

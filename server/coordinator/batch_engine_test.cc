@@ -134,6 +134,26 @@ class BatchEngineTest : public ::testing::Test {
   std::atomic<int> ready_changes_{0};
 };
 
+// Admission (not the gRPC service) names the requests that have no id and draws the seeds of
+// those that set none: the same seed gives the same sampled tokens, drawn seeds differ.
+TEST_F(BatchEngineTest, AdmissionNamesRequestsAndDrawsSeeds) {
+  StartEngine();
+  const auto sampled = [&](std::optional<uint64_t> seed) {
+    RequestSpec spec = Greedy("Once upon a time", 12);
+    spec.sampling.temperature = 1.5f;
+    spec.seed = seed;
+    auto sink = std::make_shared<RecordingSink>();
+    EXPECT_TRUE(Run(spec, sink).ok());
+    return std::make_pair(sink->last().request_id(), sink->ids());
+  };
+  const auto [first_id, first] = sampled(std::nullopt);
+  const auto [second_id, second] = sampled(std::nullopt);
+  EXPECT_EQ(first_id, "req-1");
+  EXPECT_EQ(second_id, "req-2");
+  EXPECT_NE(first, second) << "two drawn seeds gave the same 12 sampled tokens";
+  EXPECT_EQ(sampled(uint64_t{7}).second, sampled(uint64_t{7}).second);
+}
+
 TEST_F(BatchEngineTest, StreamsOneMessagePerTokenThenFinishes) {
   StartEngine();
   auto sink = std::make_shared<RecordingSink>();

@@ -4,7 +4,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "server/common/grpc_status.h"
@@ -46,14 +45,6 @@ void Serialize(const google::protobuf::Message& message, grpc::ByteBuffer* out) 
   out->Swap(&buffer);
 }
 
-// SplitMix64: spreads the seeds drawn for requests that set none.
-uint64_t Mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 }  // namespace
 
 GenerationService::GenerationService(const model::Tokenizer& tokenizer,
@@ -65,8 +56,7 @@ GenerationService::GenerationService(const model::Tokenizer& tokenizer,
       engine_(engine),
       metrics_(metrics),
       model_info_(std::move(model_info)),
-      api_keys_(api_keys),
-      seed_state_(absl::Uniform<uint64_t>(absl::BitGen())) {}
+      api_keys_(api_keys) {}
 
 absl::Status GenerationService::Authorize(const grpc::CallbackServerContext& context) const {
   if (api_keys_ == nullptr) return absl::OkStatus();
@@ -77,23 +67,11 @@ absl::Status GenerationService::Authorize(const grpc::CallbackServerContext& con
                               : absl::string_view(found->second.data(), found->second.size()));
 }
 
-uint64_t GenerationService::NextSeed() {
-  absl::MutexLock lock(&seed_mu_);
-  seed_state_ = Mix(seed_state_);
-  return seed_state_;
-}
-
 absl::Status GenerationService::Submit(const grpc::ByteBuffer& request, GenerateStream* stream) {
   ASSIGN_OR_RETURN(tpserve::v1::GenerateRequest parsed,
                    ParseChecked<tpserve::v1::GenerateRequest>(request, validator_));
-  ASSIGN_OR_RETURN(RequestSpec spec, validator_.Validate(parsed, NextSeed()));
-  if (spec.request_id.empty()) {
-    spec.request_id = absl::StrCat("req-", next_request_number_.fetch_add(1));
-  }
-  const std::string id = spec.request_id;
-  absl::Status status = engine_->Submit(std::move(spec), stream->sink());
-  VLOG(1) << "Generate " << id << ": " << status;
-  return status;
+  ASSIGN_OR_RETURN(RequestSpec spec, validator_.Validate(parsed));
+  return engine_->Submit(std::move(spec), stream->sink());
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(

@@ -8,10 +8,8 @@
 #ifndef TPSERVE_SERVER_COORDINATOR_GENERATION_SERVICE_H_
 #define TPSERVE_SERVER_COORDINATOR_GENERATION_SERVICE_H_
 
-#include <atomic>
 #include <cstdint>
 
-#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "server/coordinator/api_keys.h"
 #include "server/coordinator/batch_engine.h"
@@ -57,7 +55,6 @@ class GenerationService final : public GenerationBase {
   absl::Status Submit(const grpc::ByteBuffer& request, GenerateStream* stream);
   absl::Status DoTokenize(const grpc::ByteBuffer& request, grpc::ByteBuffer* response) const;
   absl::Status DoDetokenize(const grpc::ByteBuffer& request, grpc::ByteBuffer* response) const;
-  uint64_t NextSeed() ABSL_LOCKS_EXCLUDED(seed_mu_);
 
   const model::Tokenizer& tokenizer_;
   const RequestValidator& validator_;
@@ -65,9 +62,6 @@ class GenerationService final : public GenerationBase {
   ServingMetrics* const metrics_;
   const tpserve::v1::ModelInfo model_info_;
   ApiKeys* const api_keys_;
-  std::atomic<uint64_t> next_request_number_{1};
-  absl::Mutex seed_mu_;
-  uint64_t seed_state_ ABSL_GUARDED_BY(seed_mu_);
 };
 
 }  // namespace tpserve::coordinator

@@ -137,8 +137,8 @@ absl::StatusOr<std::vector<int32_t>> RequestValidator::PromptIds(
   return out;
 }
 
-absl::StatusOr<RequestSpec> RequestValidator::Validate(const tpserve::v1::GenerateRequest& r,
-                                                       uint64_t random_seed) const {
+absl::StatusOr<RequestSpec> RequestValidator::Validate(
+    const tpserve::v1::GenerateRequest& r) const {
   RequestSpec spec;
   RequestSize size = PromptSize(r.prompt(), r.messages(), r.prompt_token_ids_size());
   size.stop = static_cast<uint64_t>(r.stop_size());
@@ -176,7 +176,7 @@ absl::StatusOr<RequestSpec> RequestValidator::Validate(const tpserve::v1::Genera
         absl::StrCat("logprobs: ", r.logprobs(), " exceeds the limit ", limits_.max_logprobs));
   }
   p.logprobs = r.logprobs();
-  p.seed = r.has_seed() ? r.seed() : random_seed;
+  if (r.has_seed()) spec.seed = r.seed();
 
   for (int i = 0; i < r.stop_size(); ++i) {
     if (r.stop(i).empty()) return Invalid(absl::StrCat("stop[", i, "]: empty stop string"));

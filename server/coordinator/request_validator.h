@@ -6,6 +6,7 @@
 #define TPSERVE_SERVER_COORDINATOR_REQUEST_VALIDATOR_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,10 +58,11 @@ struct RequestSize {
 
 // A validated request in the engine's terms.
 struct RequestSpec {
-  std::string request_id;
+  std::string request_id;           // empty: BatchEngine::Submit names it "req-N"
   std::vector<int32_t> prompt;      // [prompt_tokens] ids in the vocabulary, non-empty
   int64_t max_tokens = 0;           // >= 1; prompt + max_tokens within the limits
-  engine::SamplingParams sampling;  // ranges checked; seed drawn when the request had none
+  engine::SamplingParams sampling;  // ranges checked; its seed is set by BatchEngine::Submit
+  std::optional<uint64_t> seed;     // the request's seed; none: Submit draws one
   std::vector<std::string> stop;    // non-empty strings
   bool ignore_eos = false;
 };
@@ -83,9 +85,9 @@ class RequestValidator {
   // InvalidArgument naming the field and the limit.
   absl::Status CheckSize(const RequestSize& size) const;
 
-  // `random_seed` is used when the request sets no seed.
-  absl::StatusOr<RequestSpec> Validate(const tpserve::v1::GenerateRequest& request,
-                                       uint64_t random_seed) const;
+  // The request in the engine's terms; the engine's admission assigns its seed and id when
+  // it has none.
+  absl::StatusOr<RequestSpec> Validate(const tpserve::v1::GenerateRequest& request) const;
 
   // The prompt ids of exactly one of text / messages / token ids (the fields' names as in
   // GenerateRequest), checked against max_input_tokens. Shared with Tokenize.

@@ -57,7 +57,7 @@ class RequestValidatorTest : public ::testing::Test {
   absl::Status Check(const GenerateRequest& r) const {
     const RequestValidator v(*tokenizer_, chat_, Limits());
     const absl::Status wire = v.CheckWire(*GenerateRequest::descriptor(), r.SerializeAsString());
-    const absl::Status parsed = v.Validate(r, 1).status();
+    const absl::Status parsed = v.Validate(r).status();
     if (!wire.ok()) EXPECT_EQ(wire, parsed) << "the wire check and Validate disagree";
     return parsed;
   }
@@ -121,13 +121,13 @@ TEST_F(RequestValidatorTest, PromptTokenIdCount) {
   GenerateRequest r = Ok();
   r.clear_prompt();
   for (int i = 0; i < 4; ++i) r.add_prompt_token_ids(1);
-  EXPECT_TRUE(v.Validate(r, 1).ok());
+  EXPECT_TRUE(v.Validate(r).ok());
   r.add_prompt_token_ids(1);
   const absl::Status s = v.CheckWire(*GenerateRequest::descriptor(), r.SerializeAsString());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("prompt_token_ids: 5 ids exceed max_input_tokens 4"));
-  EXPECT_EQ(v.Validate(r, 1).status(), s);
+  EXPECT_EQ(v.Validate(r).status(), s);
 }
 
 TEST_F(RequestValidatorTest, StopTokenIdCount) {
