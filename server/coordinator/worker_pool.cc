@@ -22,23 +22,12 @@ using tpserve::v1::WorkerMessage;
 
 namespace {
 
-// Slice of a blocking store operation between checks for teardown.
-constexpr absl::Duration kStoreSlice = absl::Milliseconds(50);
-
 // Waiting for a step's results on the link, RunStep sleeps on its bell and, once woken (by a
 // rank's result, or rank 0's heads-up before it samples), polls for at most kPollAfterWake
 // before sleeping again: the last result is then near, and a thread woken from a sleep of
 // milliseconds takes 50-100 µs to run again on a virtual machine (measured on a 2-vCPU VM:
 // 113 µs to notice a result after 20 ms asleep, 5 µs when polling).
 constexpr absl::Duration kPollAfterWake = absl::Milliseconds(2);
-
-// Bounds on what a worker may ask of the rendezvous store: the values exchanged are
-// addresses and identifiers of a few hundred bytes.
-constexpr size_t kMaxStoreKeyBytes = 1024;
-constexpr size_t kMaxStoreValueBytes = 64 * 1024;
-constexpr int kMaxStoreKeysPerWait = 4096;
-constexpr uint32_t kMaxStoreTimeoutMs = 10 * 60 * 1000;
-constexpr size_t kMaxBlockingStoreOps = 256;  // GETs and WAITs in flight, all workers
 
 // OK when a worker's Ready can be trusted: a non-empty KV cache and the vocabulary the
 // coordinator read from the model (its sampled ids are checked against it).
@@ -47,33 +36,6 @@ absl::Status CheckReady(const tpserve::v1::Ready& ready, int32_t vocab_size) {
   if (vocab_size > 0 && ready.vocab_size() != static_cast<uint32_t>(vocab_size)) {
     return absl::FailedPreconditionError(absl::StrCat("Ready: vocab_size ", ready.vocab_size(),
                                                       " where the model has ", vocab_size));
-  }
-  return absl::OkStatus();
-}
-
-// OK when `request` stays within the store's bounds; InvalidArgument naming the field.
-absl::Status CheckStoreRequest(const StoreRequest& request) {
-  if (request.key().size() > kMaxStoreKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("StoreRequest: key of ", request.key().size(),
-                                                   " bytes, above ", kMaxStoreKeyBytes));
-  }
-  if (request.value().size() > kMaxStoreValueBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "StoreRequest: value of ", request.value().size(), " bytes, above ", kMaxStoreValueBytes));
-  }
-  if (request.keys_size() > kMaxStoreKeysPerWait) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("StoreRequest: ", request.keys_size(), " keys, above ", kMaxStoreKeysPerWait));
-  }
-  for (const std::string& key : request.keys()) {
-    if (key.size() > kMaxStoreKeyBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("StoreRequest: a key of ", key.size(), " bytes, above ", kMaxStoreKeyBytes));
-    }
-  }
-  if (request.timeout_ms() > kMaxStoreTimeoutMs) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "StoreRequest: timeout_ms ", request.timeout_ms(), " is above ", kMaxStoreTimeoutMs));
   }
   return absl::OkStatus();
 }
@@ -176,10 +138,10 @@ absl::Status WorkerPool::Start() {
   Teardown();
   if (options_.workers.empty()) return absl::InvalidArgumentError("WorkerPool: no workers");
   uint64_t generation = 0;
+  rendezvous_.Open();
   {
     absl::MutexLock lock(&mu_);
     state_ = State::kStarting;
-    closing_ = false;
     generation = ++generation_;
     kv_blocks_ = 0;
     vocab_size_ = 0;
@@ -309,92 +271,12 @@ void WorkerPool::ReadLoop(Session* s) {
   --readers_alive_;
 }
 
-StoreReply WorkerPool::BlockingStoreOp(const StoreRequest& request) {
-  StoreReply reply;
-  reply.set_id(request.id());
-  const absl::Time deadline = absl::Now() + absl::Milliseconds(request.timeout_ms());
-  while (true) {
-    const absl::Duration slice = std::min(kStoreSlice, deadline - absl::Now());
-    absl::Status status;
-    if (request.op() == StoreRequest::OP_GET) {
-      absl::StatusOr<std::string> value =
-          store_.Get(request.key(), std::max(slice, absl::ZeroDuration()));
-      if (value.ok()) reply.set_value(*value);
-      status = value.status();
-    } else {
-      status = store_.Wait({request.keys().begin(), request.keys().end()},
-                           std::max(slice, absl::ZeroDuration()));
-    }
-    if (status.ok()) return reply;
-    if (!absl::IsDeadlineExceeded(status) || absl::Now() >= deadline) {
-      reply.set_error(status.ToString());
-      return reply;
-    }
-    absl::MutexLock lock(&mu_);
-    if (closing_) {
-      reply.set_error("the coordinator is tearing the world down");
-      return reply;
-    }
-  }
-}
-
 void WorkerPool::ServeStoreRequest(Session* s, const StoreRequest& request) {
-  StoreReply reply;
-  reply.set_id(request.id());
-  if (absl::Status valid = CheckStoreRequest(request); !valid.ok()) {
-    reply.set_error(std::string{valid.message()});
+  rendezvous_.Serve(request, [this, s](StoreReply reply) {
     CoordinatorMessage message;
     *message.mutable_store_reply() = std::move(reply);
     Write(s, message);
-    return;
-  }
-  switch (request.op()) {
-    case StoreRequest::OP_SET:
-      if (absl::Status st = store_.Set(request.key(), request.value()); !st.ok()) {
-        reply.set_error(st.ToString());
-      }
-      break;
-    case StoreRequest::OP_ADD: {
-      int64_t delta = 0;
-      if (!absl::SimpleAtoi(request.value(), &delta)) {
-        reply.set_error(absl::StrCat("ADD: '", request.value(), "' is not an integer"));
-        break;
-      }
-      absl::StatusOr<int64_t> value = store_.Add(request.key(), delta);
-      if (value.ok()) {
-        reply.set_value(absl::StrCat(*value));
-      } else {
-        reply.set_error(value.status().ToString());
-      }
-      break;
-    }
-    case StoreRequest::OP_GET:
-    case StoreRequest::OP_WAIT: {
-      // Blocking: answer from a thread of its own so the reader keeps dispatching.
-      absl::MutexLock lock(&mu_);
-      if (closing_) return;
-      if (blocking_store_ops_ >= kMaxBlockingStoreOps) {
-        reply.set_error(absl::StrCat("StoreRequest: more than ", kMaxBlockingStoreOps,
-                                     " blocking operations in flight"));
-        break;
-      }
-      ++blocking_store_ops_;
-      store_threads_.emplace_back([this, s, request] {
-        CoordinatorMessage message;
-        *message.mutable_store_reply() = BlockingStoreOp(request);
-        Write(s, message);
-        absl::MutexLock lock(&mu_);
-        --blocking_store_ops_;
-      });
-      return;
-    }
-    default:
-      reply.set_error(absl::StrCat("unknown store op ", request.op()));
-      break;
-  }
-  CoordinatorMessage message;
-  *message.mutable_store_reply() = std::move(reply);
-  Write(s, message);
+  });
 }
 
 absl::StatusOr<StepOutcome> WorkerPool::RunStep(const tpserve::v1::Step& step) {
@@ -556,33 +438,24 @@ void WorkerPool::Shutdown(const std::string& reason) {
 }
 
 void WorkerPool::Teardown() {
-  std::vector<std::thread> store_threads;
   uint64_t generation = 0;
   {
     absl::MutexLock lock(&mu_);
-    closing_ = true;
     if (state_ == State::kStarting || state_ == State::kUp) state_ = State::kIdle;
-    store_threads.swap(store_threads_);
     generation = generation_;
   }
   for (const auto& s : sessions_) s->context.TryCancel();
   for (const auto& s : sessions_) {
     if (s->reader.joinable()) s->reader.join();
   }
-  for (std::thread& t : store_threads) t.join();
-  store_threads.clear();
-  {
-    absl::MutexLock lock(&mu_);  // store threads started after the swap
-    store_threads.swap(store_threads_);
-  }
-  for (std::thread& t : store_threads) t.join();
+  // Its blocking operations answer on the sessions: closed before they go.
+  rendezvous_.Close(generation > 0 ? absl::StrCat("gen", generation, "/") : "");
   for (const auto& s : sessions_) {
     if (s->stream != nullptr) s->stream->Finish();
   }
   sessions_.clear();
   use_link_ = false;
   link_.reset();
-  if (generation > 0) store_.EraseWithPrefix(absl::StrCat("gen", generation, "/"));
 }
 
 }  // namespace tpserve::coordinator

@@ -1,10 +1,9 @@
 // WorkerPool: the coordinator's side of the worker world. It dials every worker (list
-// position = rank), opens one Session per worker, sends Init, serves the workers' rendezvous
-// StoreRequests from one InMemoryStore (keys carry the worker-chosen "gen<generation>/"
-// prefix), waits (bounded) for every Ready and then fans each Step out to all workers and
-// joins their StepResults under a per-step deadline. When every worker is on this host, Steps
-// and results go through a shared-memory step link (ShmStepLink, offered in Init) instead of
-// the Session streams.
+// position = rank), opens one Session per worker, sends Init, hands the workers' rendezvous
+// StoreRequests to its RendezvousServer, waits (bounded) for every Ready and then fans each Step
+// out to all workers and joins their StepResults under a per-step deadline. When every worker is on
+// this host, Steps and results go through a shared-memory step link (ShmStepLink, offered in Init)
+// instead of the Session streams.
 //
 // A broken stream, a worker's error or a missed deadline marks the world DOWN with the
 // worker's rank and reason; the pool cancels every Session (so the workers abort their
@@ -35,6 +34,7 @@
 #include "kernels/kv_block.h"
 #include "server/comm/shm/step_link.h"
 #include "server/comm/store.h"
+#include "server/coordinator/rendezvous_server.h"
 #include "tpserve/v1/worker.grpc.pb.h"
 
 namespace tpserve::coordinator {
@@ -130,25 +130,23 @@ class WorkerPool {
   // Marks the world down, blaming the first rank without a result.
   void MissedDeadlineLocked(uint64_t step_id, absl::Duration budget)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands a worker's StoreRequest to the rendezvous server, its reply back to the worker.
   void ServeStoreRequest(Session* s, const tpserve::v1::StoreRequest& request);
-  // Runs a Get or Wait in slices so that Teardown() stops it promptly.
-  tpserve::v1::StoreReply BlockingStoreOp(const tpserve::v1::StoreRequest& request);
   bool Write(Session* s, const tpserve::v1::CoordinatorMessage& message);
   void MarkDown(int rank, absl::StatusCode code, const std::string& reason)
       ABSL_LOCKS_EXCLUDED(mu_);
   void MarkDownLocked(int rank, absl::StatusCode code, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Cancels and joins every Session and store thread; forgets the generation's keys.
+  // Cancels and joins every Session and rendezvous operation; forgets the generation's keys.
   void Teardown();
 
   const WorkerPoolOptions options_;
-  comm::InMemoryStore store_;
+  RendezvousServer rendezvous_;
   absl::Mutex step_mu_;  // serialises RunStep
 
   mutable absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
   absl::Status down_ ABSL_GUARDED_BY(mu_) = absl::UnavailableError("the world is not started");
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;  // teardown in progress: stop store ops
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t current_step_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t kv_blocks_ ABSL_GUARDED_BY(mu_) = 0;
@@ -162,8 +160,6 @@ class WorkerPool {
   bool use_link_ = false;                         // owner thread / RunStep (never concurrent)
   tpserve::v1::CoordinatorMessage step_message_;  // RunStep's, reused (under step_mu_)
   std::string step_bytes_;                        // its Step serialized for the link
-  std::vector<std::thread> store_threads_ ABSL_GUARDED_BY(mu_);
-  size_t blocking_store_ops_ ABSL_GUARDED_BY(mu_) = 0;  // of store_threads_, still running
 };
 
 }  // namespace tpserve::coordinator
