@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "server/common/grpc_status.h"
+
 namespace tpserve::worker {
 
 grpc::Status WorkerService::Session(
@@ -17,11 +19,12 @@ grpc::Status WorkerService::Session(
       mu_.AwaitWithTimeout(absl::Condition(&free), options_.close_grace + absl::Seconds(5));
     }
     if (busy_) {
-      const std::string text = "this worker already serves a Session";
+      const absl::Status refused =
+          absl::FailedPreconditionError("this worker already serves a Session");
       tpserve::v1::WorkerMessage error;
-      error.set_error(text);
+      error.set_error(std::string{refused.message()});
       stream->Write(error);  // so that the coordinator can tell why
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, text);
+      return ToGrpcStatus(refused);
     }
     busy_ = true;
     ending_ = false;

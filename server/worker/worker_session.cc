@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "server/comm/host_layout.h"
+#include "server/common/grpc_status.h"
 #include "server/common/status_macros.h"
 #include "server/model/shard_plan.h"
 #include "server/protocol/step_codec.h"
@@ -49,22 +50,20 @@ bool WorkerSession::Write(const WorkerMessage& message) {
 grpc::Status WorkerSession::Run() {
   CoordinatorMessage first;
   if (!stream_->Read(&first)) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "the stream ended before Init");
+    return ToGrpcStatus(absl::CancelledError("the stream ended before Init"));
   }
   if (!first.has_init()) {
-    const std::string text = "the first message of a Session must be Init";
-    Write(ErrorMessage(text));
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, text);
+    const absl::Status refused =
+        absl::FailedPreconditionError("the first message of a Session must be Init");
+    Write(ErrorMessage(std::string{refused.message()}));
+    return ToGrpcStatus(refused);
   }
   const Init init = first.init();
   if (absl::Status valid = ValidateInit(init, options_.device, options_.init_limits); !valid.ok()) {
     LOG(WARNING) << "refusing Init: " << valid;
     const std::string text(valid.message());
     Write(ErrorMessage(text));
-    return grpc::Status(valid.code() == absl::StatusCode::kFailedPrecondition
-                            ? grpc::StatusCode::FAILED_PRECONDITION
-                            : grpc::StatusCode::INVALID_ARGUMENT,
-                        text);
+    return ToGrpcStatus(valid);
   }
   LOG(INFO) << "Init: rank " << init.rank() << "/" << init.world_size() << " generation "
             << init.world_generation() << " model " << init.model_path();
