@@ -23,13 +23,13 @@ absl::Status CheckSequence(size_t s, const StepSequence& seq, const StepLimits& 
   }
   const int64_t bs = limits.kv_block_size;
   const int64_t needed = (end + bs - 1) / bs;
-  const int64_t most = (limits.max_positions + bs - 1) / bs;
   const auto blocks = static_cast<int64_t>(seq.block_table.size());
-  if (blocks < needed || blocks > most) {
+  if (blocks < needed) {
     return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block table has ", blocks,
                                                    " blocks; positions up to ", end, " need ",
-                                                   needed, ", the context at most ", most));
+                                                   needed));
   }
+  // Blocks past those needed are never read, but each must still be a block of the cache.
   for (int32_t block : seq.block_table) {
     if (block < 0 || block >= limits.kv_blocks) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": KV block ", block,
