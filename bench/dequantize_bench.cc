@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "server/model/dequantize.h"
-#include "server/model/ggml_type.h"
+#include "server/model/gguf/dequantize.h"
+#include "server/model/gguf/ggml_type.h"
 
 namespace tpserve::model {
 namespace {

@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/model/incremental_decoder.h"
-#include "server/model/tokenizer.h"
+#include "server/model/tokenizer/incremental_decoder.h"
+#include "server/model/tokenizer/tokenizer.h"
 
 namespace {
 

@@ -11,20 +11,26 @@ function(tpserve_test name)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "unit;${ARG_LABELS}")
 endfunction()
 
-# tpserve_tests(LIBS ... [GLOB PATTERNS...] [PREFIX P] [LABELS ...] [COMPILE_OPTIONS ...]):
+# tpserve_tests(LIBS ... [SOURCES FILES... | GLOB PATTERNS...] [PREFIX P] [LABELS ...]
+#               [COMPILE_OPTIONS ...]):
 # one tpserve_test program per test source of the calling directory, named P<file stem>, each
-# linked with LIBS. The sources are the files matching GLOB (paths relative to the directory;
-# default *_test.cc), found again whenever one is added or removed.
+# linked with LIBS. The sources are the files SOURCES lists, or else the files matching GLOB
+# (paths relative to the directory; default *_test.cc), found again whenever one is added or
+# removed.
 function(tpserve_tests)
-  cmake_parse_arguments(ARG "" "PREFIX" "GLOB;LIBS;LABELS;COMPILE_OPTIONS" ${ARGN})
+  cmake_parse_arguments(ARG "" "PREFIX" "SOURCES;GLOB;LIBS;LABELS;COMPILE_OPTIONS" ${ARGN})
   if(NOT TPSERVE_TESTS)
     return()
   endif()
-  if(NOT ARG_GLOB)
-    set(ARG_GLOB *_test.cc)
+  if(ARG_SOURCES)
+    list(TRANSFORM ARG_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/ OUTPUT_VARIABLE sources)
+  else()
+    if(NOT ARG_GLOB)
+      set(ARG_GLOB *_test.cc)
+    endif()
+    list(TRANSFORM ARG_GLOB PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
+    file(GLOB sources CONFIGURE_DEPENDS ${ARG_GLOB})
   endif()
-  list(TRANSFORM ARG_GLOB PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
-  file(GLOB sources CONFIGURE_DEPENDS ${ARG_GLOB})
   foreach(source ${sources})
     get_filename_component(stem ${source} NAME_WE)
     tpserve_test(${ARG_PREFIX}${stem} SOURCES ${source} LIBS ${ARG_LIBS} LABELS ${ARG_LABELS})

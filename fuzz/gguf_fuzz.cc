@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "server/model/dequantize.h"
-#include "server/model/gguf_file.h"
+#include "server/model/gguf/dequantize.h"
+#include "server/model/gguf/gguf_file.h"
 
 namespace {
 

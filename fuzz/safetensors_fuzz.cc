@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "server/model/safetensors_file.h"
+#include "server/model/weights/safetensors_file.h"
 
 namespace {
 constexpr uint64_t kMaxValuesPerInput = 1 << 20;

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "server/model/chat_template.h"
-#include "server/model/incremental_decoder.h"
-#include "server/model/tokenizer.h"
-#include "server/model/utf8.h"
+#include "server/model/chat/chat_template.h"
+#include "server/model/tokenizer/incremental_decoder.h"
+#include "server/model/tokenizer/tokenizer.h"
+#include "server/model/tokenizer/utf8.h"
 
 namespace {
 

@@ -13,10 +13,10 @@
 #include "server/cli/remote_step_runner.h"
 #include "server/cli/step_runner.h"
 #include "server/common/status_macros.h"
-#include "server/model/chat_prompt.h"
-#include "server/model/incremental_decoder.h"
-#include "server/model/tokenizer.h"
-#include "server/model/weight_source.h"
+#include "server/model/chat/chat_prompt.h"
+#include "server/model/tokenizer/incremental_decoder.h"
+#include "server/model/tokenizer/tokenizer.h"
+#include "server/model/weights/weight_source.h"
 
 namespace tpserve::cli {
 namespace {

@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/common/status_macros.h"
-#include "server/model/chat_template.h"
-#include "server/model/tokenizer.h"
-#include "server/model/weight_source.h"
+#include "server/model/chat/chat_template.h"
+#include "server/model/tokenizer/tokenizer.h"
+#include "server/model/weights/weight_source.h"
 
 namespace tpserve::cli {
 namespace {

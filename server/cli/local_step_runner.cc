@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "server/common/status_macros.h"
-#include "server/model/shard_plan.h"
+#include "server/model/plan/shard_plan.h"
 
 namespace tpserve::cli {
 

@@ -10,7 +10,7 @@
 #include "server/comm/communicator.h"
 #include "server/engine/cpu_backend.h"
 #include "server/engine/llama_model.h"
-#include "server/model/weight_source.h"
+#include "server/model/weights/weight_source.h"
 
 namespace tpserve::cli {
 

@@ -10,8 +10,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
-#include "server/model/chat_template.h"
-#include "server/model/tokenizer.h"
+#include "server/model/chat/chat_template.h"
+#include "server/model/tokenizer/tokenizer.h"
 
 namespace tpserve::cli {
 namespace {

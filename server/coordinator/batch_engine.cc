@@ -10,7 +10,7 @@
 #include "glog/logging.h"
 #include "server/coordinator/sequence.h"
 #include "server/coordinator/text_streamer.h"
-#include "server/model/utf8.h"
+#include "server/model/tokenizer/utf8.h"
 #include "server/protocol/step_codec.h"
 
 namespace tpserve::coordinator {

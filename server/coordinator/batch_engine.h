@@ -30,7 +30,7 @@
 #include "server/coordinator/serving_metrics.h"
 #include "server/coordinator/step_trace.h"
 #include "server/coordinator/worker_pool.h"
-#include "server/model/tokenizer.h"
+#include "server/model/tokenizer/tokenizer.h"
 
 namespace tpserve::coordinator {
 

@@ -15,7 +15,7 @@
 #include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/impl/server_builder_plugin.h"
 #include "server/common/status_macros.h"
-#include "server/model/weight_source.h"
+#include "server/model/weights/weight_source.h"
 
 namespace tpserve::coordinator {
 namespace {

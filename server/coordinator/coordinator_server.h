@@ -26,9 +26,9 @@
 #include "server/coordinator/serving_metrics.h"
 #include "server/coordinator/step_trace.h"
 #include "server/coordinator/worker_pool.h"
-#include "server/model/chat_prompt.h"
-#include "server/model/model_config.h"
-#include "server/model/tokenizer.h"
+#include "server/model/chat/chat_prompt.h"
+#include "server/model/tokenizer/tokenizer.h"
+#include "server/model/weights/model_config.h"
 
 namespace tpserve::coordinator {
 

@@ -10,7 +10,7 @@
 #include "server/common/proto_utf8.h"
 #include "server/common/status_macros.h"
 #include "server/coordinator/generate_stream.h"
-#include "server/model/utf8.h"
+#include "server/model/tokenizer/utf8.h"
 
 namespace tpserve::coordinator {
 namespace {

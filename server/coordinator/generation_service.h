@@ -16,7 +16,7 @@
 #include "server/coordinator/generate_stream.h"
 #include "server/coordinator/request_validator.h"
 #include "server/coordinator/serving_metrics.h"
-#include "server/model/tokenizer.h"
+#include "server/model/tokenizer/tokenizer.h"
 #include "tpserve/v1/generate.grpc.pb.h"
 
 namespace tpserve::coordinator {

@@ -15,8 +15,8 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/repeated_field.h"
 #include "server/engine/sampler.h"
-#include "server/model/chat_prompt.h"
-#include "server/model/tokenizer.h"
+#include "server/model/chat/chat_prompt.h"
+#include "server/model/tokenizer/tokenizer.h"
 #include "tpserve/v1/generate.pb.h"
 
 namespace tpserve::coordinator {

@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "glog/logging.h"
-#include "server/model/utf8.h"
+#include "server/model/tokenizer/utf8.h"
 
 namespace tpserve::coordinator {
 

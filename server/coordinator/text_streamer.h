@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/model/incremental_decoder.h"
-#include "server/model/tokenizer.h"
+#include "server/model/tokenizer/incremental_decoder.h"
+#include "server/model/tokenizer/tokenizer.h"
 
 namespace tpserve::coordinator {
 

@@ -11,9 +11,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "server/model/incremental_decoder.h"
-#include "server/model/tokenizer.h"
-#include "server/model/utf8.h"
+#include "server/model/tokenizer/incremental_decoder.h"
+#include "server/model/tokenizer/tokenizer.h"
+#include "server/model/tokenizer/utf8.h"
 
 namespace tpserve::coordinator {
 namespace {

@@ -20,7 +20,7 @@
 #include "kernels/kv_block.h"
 #include "server/engine/step_batch.h"
 #include "server/engine/tensor.h"
-#include "server/model/model_config.h"
+#include "server/model/weights/model_config.h"
 
 namespace tpserve::engine {
 

@@ -18,9 +18,9 @@
 #include "server/engine/backend.h"
 #include "server/engine/step_batch.h"
 #include "server/engine/step_validator.h"
-#include "server/model/model_config.h"
-#include "server/model/shard_plan.h"
-#include "server/model/weight_source.h"
+#include "server/model/plan/shard_plan.h"
+#include "server/model/weights/model_config.h"
+#include "server/model/weights/weight_source.h"
 
 namespace tpserve::engine {
 

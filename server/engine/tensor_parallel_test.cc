@@ -37,8 +37,8 @@
 #include "server/engine/cpu_backend.h"
 #include "server/engine/llama_model.h"
 #include "server/engine/sampler.h"
-#include "server/model/shard_plan.h"
-#include "server/model/weight_source.h"
+#include "server/model/plan/shard_plan.h"
+#include "server/model/weights/weight_source.h"
 
 namespace tpserve::engine {
 namespace {

@@ -14,8 +14,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "server/engine/backend.h"
-#include "server/model/shard_plan.h"
-#include "server/model/weight_source.h"
+#include "server/model/plan/shard_plan.h"
+#include "server/model/weights/weight_source.h"
 
 namespace tpserve::engine {
 

@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/quant/formats.h"
 #include "server/engine/cpu_backend.h"
-#include "server/model/dequantize.h"
+#include "server/model/gguf/dequantize.h"
 
 namespace tpserve::engine {
 namespace {

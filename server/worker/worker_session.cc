@@ -14,7 +14,7 @@
 #include "server/comm/host_layout.h"
 #include "server/common/grpc_status.h"
 #include "server/common/status_macros.h"
-#include "server/model/shard_plan.h"
+#include "server/model/plan/shard_plan.h"
 #include "server/protocol/step_codec.h"
 
 namespace tpserve::worker {

@@ -25,7 +25,7 @@
 #include "server/engine/backend.h"
 #include "server/engine/llama_model.h"
 #include "server/engine/sampler.h"
-#include "server/model/weight_source.h"
+#include "server/model/weights/weight_source.h"
 #include "server/worker/comm_factory.h"
 #include "server/worker/init_validator.h"
 #include "server/worker/rank_factory.h"

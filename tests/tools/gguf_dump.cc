@@ -18,8 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "server/common/status_macros.h"
-#include "server/model/dequantize.h"
-#include "server/model/gguf_file.h"
+#include "server/model/gguf/dequantize.h"
+#include "server/model/gguf/gguf_file.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "server/common/status_macros.h"
-#include "server/model/weight_source.h"
+#include "server/model/weights/weight_source.h"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include "server/engine/cpu_backend.h"
 #include "server/engine/cuda/cuda_backend.h"
 #include "server/engine/llama_model.h"
-#include "server/model/tokenizer.h"
+#include "server/model/tokenizer/tokenizer.h"
 
 namespace tpserve::engine {
 namespace {

@@ -1,0 +1,71 @@
+#include "server/model/plan/shard_plan.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tpserve::model {
+namespace {
+
+// Part `i` of `n` items split into `parts` contiguous pieces whose sizes differ by at most
+// one (the first `n % parts` pieces get the extra item).
+Range EvenSplit(int64_t n, int64_t parts, int64_t i) {
+  const int64_t base = n / parts;
+  const int64_t extra = n % parts;
+  const int64_t begin = i * base + std::min(i, extra);
+  return {begin, begin + base + (i < extra ? 1 : 0)};
+}
+
+}  // namespace
+
+std::string ShardPlan::DebugString() const {
+  return absl::StrCat("rank ", rank, "/", world_size, ": q_heads [", q_heads.begin, ",",
+                      q_heads.end, ") kv_heads [", kv_heads.begin, ",", kv_heads.end, ") ffn [",
+                      ffn.begin, ",", ffn.end, ") vocab [", vocab.begin, ",", vocab.end, ")");
+}
+
+absl::StatusOr<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int world_size,
+                                        int64_t ffn_granule) {
+  if (world_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("world_size must be >= 1, got ", world_size));
+  }
+  if (rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " is outside the world [0, ", world_size, ")"));
+  }
+  if (config.n_heads <= 0 || config.n_kv_heads <= 0 || config.n_heads % config.n_kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("n_heads (", config.n_heads,
+                                                   ") must be a positive multiple of n_kv_heads (",
+                                                   config.n_kv_heads, ")"));
+  }
+  if (world_size > config.n_heads) {
+    return absl::InvalidArgumentError(absl::StrCat("world_size ", world_size,
+                                                   " exceeds the number of attention heads (",
+                                                   config.n_heads, ")"));
+  }
+  ShardPlan plan;
+  plan.rank = rank;
+  plan.world_size = world_size;
+  plan.head_dim = config.head_dim;
+  plan.group_size = config.n_heads / config.n_kv_heads;
+  if (world_size <= config.n_kv_heads) {
+    plan.kv_heads = EvenSplit(config.n_kv_heads, world_size, rank);
+    plan.q_heads = {plan.kv_heads.begin * plan.group_size, plan.kv_heads.end * plan.group_size};
+  } else {
+    plan.q_heads = EvenSplit(config.n_heads, world_size, rank);
+    plan.kv_heads = {plan.q_heads.begin / plan.group_size,
+                     (plan.q_heads.end - 1) / plan.group_size + 1};
+  }
+
+  const int64_t granule = config.ffn_dim % ffn_granule == 0 ? ffn_granule : 1;
+  const int64_t granules = config.ffn_dim / granule;
+  if (world_size > granules) {
+    return absl::InvalidArgumentError(absl::StrCat("world_size ", world_size, " exceeds the ",
+                                                   granules, " FFN granules of ", granule,
+                                                   " columns"));
+  }
+  const Range g = EvenSplit(granules, world_size, rank);
+  plan.ffn = {g.begin * granule, g.end * granule};
+  plan.vocab = EvenSplit(config.vocab_size, world_size, rank);
+  return plan;
+}
+
+}  // namespace tpserve::model
