@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/model/tokenizer/pretokenizer.h"
 
 namespace tpserve::model {
 
@@ -81,11 +82,11 @@ class BpeModel {
 };
 
 // Byte-level BPE: each byte of a pre-tokenized piece maps to a printable character (GPT-2's
-// bytes_to_unicode), then merges by rank. `pre_type` names the PreTokenizer. With
+// bytes_to_unicode), then merges by rank. `pre_type` picks the PreTokenizer. With
 // `ignore_merges` a piece that is itself a vocabulary token is emitted whole (Llama 3).
 absl::StatusOr<std::unique_ptr<BpeModel>> NewByteLevelBpe(std::shared_ptr<const Vocab> vocab,
                                                           const std::vector<MergeRule>& merges,
-                                                          std::string_view pre_type,
+                                                          PreTokenizerType pre_type,
                                                           bool ignore_merges);
 
 // SentencePiece-style BPE: spaces become U+2581 "▁", a "▁" may be prepended, characters

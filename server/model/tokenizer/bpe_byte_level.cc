@@ -133,7 +133,7 @@ class ByteLevelBpe final : public BpeModel {
 
 absl::StatusOr<std::unique_ptr<BpeModel>> NewByteLevelBpe(std::shared_ptr<const Vocab> vocab,
                                                           const std::vector<MergeRule>& merges,
-                                                          std::string_view pre_type,
+                                                          PreTokenizerType pre_type,
                                                           bool ignore_merges) {
   ASSIGN_OR_RETURN(MergeTable table, MergeTable::Create(*vocab, merges));
   ASSIGN_OR_RETURN(std::unique_ptr<PreTokenizer> pre, PreTokenizer::Create(pre_type));

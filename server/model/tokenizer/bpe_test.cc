@@ -53,8 +53,8 @@ TEST(ByteLevelBpeTest, MergesWithinPreTokenizedPieces) {
   tokens.emplace_back("\xC4\xA0hi");  // 28
   tokens.emplace_back("hi");          // 29
   auto vocab = Vocab::FromTokens(tokens, -1);
-  auto bpe =
-      NewByteLevelBpe(vocab, {{"\xC4\xA0", "h"}, {"\xC4\xA0h", "i"}, {"h", "i"}}, "gpt2", false);
+  auto bpe = NewByteLevelBpe(vocab, {{"\xC4\xA0", "h"}, {"\xC4\xA0h", "i"}, {"h", "i"}},
+                             PreTokenizerType::kGpt2, false);
   ASSERT_TRUE(bpe.ok()) << bpe.status();
   std::vector<int32_t> ids;
   (*bpe)->EncodeSegment("hi hi", true, &ids);

@@ -32,22 +32,38 @@ struct PreTokenizer::Regex {
 
 PreTokenizer::~PreTokenizer() = default;
 
-absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(std::string_view type) {
+absl::StatusOr<PreTokenizerType> PreTokenizerTypeFromName(std::string_view name) {
+  if (name == "gpt2") return PreTokenizerType::kGpt2;
+  if (name == "smollm" || name == "starcoder" || name == "refact") {
+    return PreTokenizerType::kDigitsGpt2;
+  }
+  if (name == "llama-bpe" || name == "llama3") return PreTokenizerType::kLlama3;
+  if (name == "qwen2") return PreTokenizerType::kQwen2;
+  if (name == "none") return PreTokenizerType::kNone;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unsupported pre-tokenizer type '", std::string(name), "'"));
+}
+
+absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(PreTokenizerType type) {
   std::vector<const char*> patterns;
-  if (type == "gpt2") {
-    patterns = {kGpt2};
-  } else if (type == "smollm" || type == "starcoder" || type == "refact") {
-    patterns = {kDigits, kGpt2};
-  } else if (type == "llama-bpe" || type == "llama3") {
-    patterns = {kLlama3};
-  } else if (type == "qwen2") {
-    patterns = {kQwen2};
-  } else if (type != "none") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unsupported pre-tokenizer type '", std::string(type), "'"));
+  switch (type) {
+    case PreTokenizerType::kNone:
+      break;
+    case PreTokenizerType::kGpt2:
+      patterns = {kGpt2};
+      break;
+    case PreTokenizerType::kDigitsGpt2:
+      patterns = {kDigits, kGpt2};
+      break;
+    case PreTokenizerType::kLlama3:
+      patterns = {kLlama3};
+      break;
+    case PreTokenizerType::kQwen2:
+      patterns = {kQwen2};
+      break;
   }
   auto pre = std::unique_ptr<PreTokenizer>(new PreTokenizer());
-  pre->type_ = std::string(type);
+  pre->type_ = type;
   for (const char* pattern : patterns) {
     int error = 0;
     PCRE2_SIZE offset = 0;

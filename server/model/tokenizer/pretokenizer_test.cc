@@ -8,8 +8,10 @@ namespace {
 
 using ::testing::ElementsAre;
 
-std::vector<std::string> Split(std::string_view type, std::string_view text) {
-  auto pre = PreTokenizer::Create(type);
+std::vector<std::string> Split(std::string_view name, std::string_view text) {
+  auto type = PreTokenizerTypeFromName(name);
+  EXPECT_TRUE(type.ok()) << type.status();
+  auto pre = PreTokenizer::Create(*type);
   EXPECT_TRUE(pre.ok()) << pre.status();
   std::vector<std::string_view> pieces;
   (*pre)->Split(text, &pieces);
@@ -43,7 +45,7 @@ TEST(PreTokenizerTest, NoneKeepsTextWhole) {
 }
 
 TEST(PreTokenizerTest, UnknownTypeIsAnErrorNamingIt) {
-  auto pre = PreTokenizer::Create("deepseek-coder-v9");
+  auto pre = PreTokenizerTypeFromName("deepseek-coder-v9");
   ASSERT_FALSE(pre.ok());
   EXPECT_EQ(pre.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(pre.status().message()), ::testing::HasSubstr("deepseek-coder-v9"));
