@@ -47,6 +47,38 @@ std::string HostOf(const std::string& address) {
   return address.substr(0, address.rfind(':'));
 }
 
+// The shared-memory step link for a world of `world_size`, or null (steps then go over the
+// streams) when it cannot be made.
+std::unique_ptr<comm::ShmStepLink> OpenStepLink(int world_size) {
+  absl::StatusOr<std::unique_ptr<comm::ShmStepLink>> link = comm::ShmStepLink::Create(world_size);
+  if (!link.ok()) {
+    LOG(WARNING) << "steps over the streams: no shared-memory step link: " << link.status();
+    return nullptr;
+  }
+  return *std::move(link);
+}
+
+// The Init that opens `rank`'s session in world `generation`; `step_link` names the
+// shared-memory link (empty: none).
+CoordinatorMessage InitMessage(const WorkerPoolOptions& options, int rank, uint64_t generation,
+                               const std::string& step_link) {
+  CoordinatorMessage message;
+  tpserve::v1::Init* init = message.mutable_init();
+  init->set_model_path(options.model_path);
+  init->set_rank(static_cast<uint32_t>(rank));
+  init->set_world_size(static_cast<uint32_t>(options.workers.size()));
+  init->set_backend(options.backend);
+  init->set_kv_budget_bytes(options.kv_budget_bytes);
+  init->set_kv_block_size(options.kv_block_size);
+  init->set_world_generation(generation);
+  init->set_comm_host(HostOf(options.workers[rank]));
+  init->set_comm_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(options.comm_timeout)));
+  init->set_threads(options.threads);
+  init->set_dequantize(options.dequantize);
+  if (!step_link.empty()) init->set_step_link(step_link);
+  return message;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> ParseWorkerList(const std::string& list) {
@@ -146,15 +178,7 @@ absl::Status WorkerPool::Start() {
     kv_blocks_ = 0;
     vocab_size_ = 0;
   }
-  if (options_.step_link) {
-    absl::StatusOr<std::unique_ptr<comm::ShmStepLink>> link =
-        comm::ShmStepLink::Create(world_size());
-    if (link.ok()) {
-      link_ = *std::move(link);
-    } else {
-      LOG(WARNING) << "steps over the streams: no shared-memory step link: " << link.status();
-    }
-  }
+  if (options_.step_link) link_ = OpenStepLink(world_size());
   for (int r = 0; r < world_size(); ++r) {
     auto s = std::make_unique<Session>();
     s->rank = r;
@@ -170,21 +194,8 @@ absl::Status WorkerPool::Start() {
       ++readers_alive_;
     }
     s->reader = std::thread([this, session = s.get()] { ReadLoop(session); });
-    CoordinatorMessage message;
-    tpserve::v1::Init* init = message.mutable_init();
-    init->set_model_path(options_.model_path);
-    init->set_rank(static_cast<uint32_t>(s->rank));
-    init->set_world_size(static_cast<uint32_t>(world_size()));
-    init->set_backend(options_.backend);
-    init->set_kv_budget_bytes(options_.kv_budget_bytes);
-    init->set_kv_block_size(options_.kv_block_size);
-    init->set_world_generation(generation);
-    init->set_comm_host(HostOf(s->address));
-    init->set_comm_timeout_ms(
-        static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.comm_timeout)));
-    init->set_threads(options_.threads);
-    init->set_dequantize(options_.dequantize);
-    if (link_ != nullptr) init->set_step_link(link_->name());
+    const CoordinatorMessage message =
+        InitMessage(options_, s->rank, generation, link_ != nullptr ? link_->name() : "");
     if (!Write(s.get(), message)) {
       MarkDown(s->rank, absl::StatusCode::kUnavailable, "cannot send Init (unreachable?)");
     }
