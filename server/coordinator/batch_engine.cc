@@ -443,10 +443,13 @@ void BatchEngine::Finish(Request* request, const absl::Status& status) {
 }
 
 void BatchEngine::StopFatal(const absl::Status& requests, const absl::Status& fatal) {
+  {
+    // Before any sink closes: whoever sees the stream end sees the engine stopped.
+    absl::MutexLock lock(&mu_);
+    fatal_ = fatal;
+    stopping_ = true;
+  }
   FailAll(requests);
-  absl::MutexLock lock(&mu_);
-  fatal_ = fatal;
-  stopping_ = true;
 }
 
 void BatchEngine::FailAll(const absl::Status& status) {
