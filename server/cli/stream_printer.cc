@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 
 namespace tpserve::cli {
