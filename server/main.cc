@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -33,8 +34,8 @@ ABSL_FLAG(bool, render, false, "tokenize --chat: print the rendered prompt inste
 ABSL_FLAG(bool, skip_special, false, "tokenize --decode: leave special tokens out");
 ABSL_FLAG(std::string, chat_template, "", "tokenize --chat: a Jinja template file to use instead");
 ABSL_FLAG(int32_t, max_tokens, 128, "generate: largest number of tokens to generate");
-// generate's sampling flags (--temperature, --top_k, ..., --seed, --logprobs) are
-// server/common/flags/sampling_flags.h's, shared with tpserve-cli.
+// generate's sampling and stop flags (--temperature, --top_k, ..., --seed, --logprobs, --stop,
+// --stop_token_ids) are server/common/flags/sampling_flags.h's, shared with tpserve-cli.
 ABSL_FLAG(bool, ignore_eos, false, "generate: keep going past the end-of-sequence token");
 ABSL_FLAG(bool, json, false, "generate: one JSON object per token, then a summary");
 ABSL_FLAG(bool, dequantize, false,
@@ -106,8 +107,8 @@ constexpr char kUsage[] =
     "  tokenize --model PATH [--decode [--skip_special]] [--chat [--render]\n"
     "           [--chat_template FILE]] [--add_special]   (JSON lines on stdin -> stdout)\n"
     "  generate --model PATH --prompt TEXT [--chat] [--max_tokens N] [--temperature T]\n"
-    "           [--top_k K] [--top_p P] [--min_p P] [--seed S] [--threads N] [--json]\n"
-    "           [--dequantize]\n"
+    "           [--top_k K] [--top_p P] [--min_p P] [--seed S] [--stop S,...]\n"
+    "           [--stop_token_ids ID,...] [--ignore_eos] [--threads N] [--json] [--dequantize]\n"
     "           [--workers HOST:PORT,... [--kv_budget_mb M] [--comm C]]   (on a world of workers)\n"
     "  worker   --listen HOST:PORT [--port_file F] [--device N] [--dequantize]\n"
     "           (until SIGINT/SIGTERM)\n"
@@ -160,7 +161,7 @@ absl::StatusOr<tpserve::v1::CommBackend> CommBackendFromFlags(const std::vector<
   return distinct ? tpserve::v1::COMM_BACKEND_NCCL : tpserve::v1::COMM_BACKEND_SHM;
 }
 
-absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags() {
+absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags(int argc, char** argv) {
   tpserve::cli::GenerateOptions o;
   o.model_path = absl::GetFlag(FLAGS_model);
   o.prompt = absl::GetFlag(FLAGS_prompt);
@@ -179,6 +180,10 @@ absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags() {
   o.sampling.presence_penalty = absl::GetFlag(FLAGS_presence_penalty);
   o.sampling.seed = absl::GetFlag(FLAGS_seed);
   o.sampling.logprobs = absl::GetFlag(FLAGS_logprobs);
+  absl::StatusOr<tpserve::StopFlags> stop = tpserve::ReadStopFlags(argc, argv);
+  if (!stop.ok()) return stop.status();
+  o.stop = std::move(stop->stop);
+  o.sampling.stop_token_ids = std::move(stop->stop_token_ids);
   const std::string workers = absl::GetFlag(FLAGS_workers);
   if (!workers.empty()) {
     absl::StatusOr<std::vector<std::string>> list = tpserve::coordinator::ParseWorkerList(workers);
@@ -272,7 +277,7 @@ int main(int argc, char** argv) {
     return Finish(tpserve::cli::RunTokenize(options, std::cin, std::cout));
   }
   if (command == "generate") {
-    absl::StatusOr<tpserve::cli::GenerateOptions> options = GenerateOptionsFromFlags();
+    absl::StatusOr<tpserve::cli::GenerateOptions> options = GenerateOptionsFromFlags(argc, argv);
     if (!options.ok()) return Finish(options.status());
     return Finish(tpserve::cli::RunGenerate(*options, std::cout));
   }

@@ -20,7 +20,6 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "clients/cpp/generation_client.h"
@@ -35,8 +34,6 @@ ABSL_FLAG(bool, json, false, "generate: print one JSON object per streamed messa
 ABSL_FLAG(bool, chat_template, false, "generate: send PROMPT as a user chat message");
 ABSL_FLAG(std::string, system, "", "chat/generate --chat_template: a system message first");
 ABSL_FLAG(uint32_t, max_tokens, 256, "largest number of tokens to generate");
-ABSL_FLAG(std::vector<std::string>, stop, {}, "stop strings, comma-separated");
-ABSL_FLAG(std::vector<std::string>, stop_token_ids, {}, "stop token ids, comma-separated");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating past the end-of-sequence token");
 ABSL_FLAG(std::string, request_id, "", "the request's id");
 ABSL_FLAG(bool, add_special_tokens, false, "tokenize: add BOS when the model asks for it");
@@ -83,6 +80,12 @@ void RecordGivenFlags(int argc, char** argv) {
 
 bool Given(const char* name) { return GivenFlags().contains(name); }
 
+// --stop and --stop_token_ids as the command line gave them (ReadStopFlags), read in Main.
+absl::StatusOr<tpserve::StopFlags>& StopFlagValues() {
+  static auto* values = new absl::StatusOr<tpserve::StopFlags>();
+  return *values;
+}
+
 // The sampling fields of GenerateRequest from the flags; optional ones only when given.
 absl::Status FillSampling(GenerateRequest* r) {
   r->set_max_tokens(absl::GetFlag(FLAGS_max_tokens));
@@ -96,14 +99,9 @@ absl::Status FillSampling(GenerateRequest* r) {
   if (Given("frequency_penalty")) r->set_frequency_penalty(absl::GetFlag(FLAGS_frequency_penalty));
   if (Given("presence_penalty")) r->set_presence_penalty(absl::GetFlag(FLAGS_presence_penalty));
   if (Given("seed")) r->set_seed(absl::GetFlag(FLAGS_seed));
-  for (const std::string& s : absl::GetFlag(FLAGS_stop)) r->add_stop(s);
-  for (const std::string& s : absl::GetFlag(FLAGS_stop_token_ids)) {
-    int32_t id = 0;
-    if (!absl::SimpleAtoi(s, &id)) {
-      return absl::InvalidArgumentError("--stop_token_ids: '" + s + "' is not an integer");
-    }
-    r->add_stop_token_ids(id);
-  }
+  if (!StopFlagValues().ok()) return StopFlagValues().status();
+  for (const std::string& s : StopFlagValues()->stop) r->add_stop(s);
+  for (int32_t id : StopFlagValues()->stop_token_ids) r->add_stop_token_ids(id);
   r->set_ignore_eos(absl::GetFlag(FLAGS_ignore_eos));
   r->set_logprobs(absl::GetFlag(FLAGS_logprobs));
   r->set_request_id(absl::GetFlag(FLAGS_request_id));
@@ -297,6 +295,7 @@ int Main(int argc, char** argv) {
   tpserve::UnderscoreFlagNames(argc, argv);
   RecordGivenFlags(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  StopFlagValues() = tpserve::ReadStopFlags(argc, argv);
   if (args.size() < 2) return UsageError("no command");
   const std::string command = args[1];
   const double timeout_s = absl::GetFlag(FLAGS_timeout_s);

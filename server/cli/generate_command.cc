@@ -1,57 +1,105 @@
 #include "server/cli/generate_command.h"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
-#include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/kv_block.h"
-#include "nlohmann/json.hpp"
-#include "server/cli/local_step_runner.h"
-#include "server/cli/remote_step_runner.h"
-#include "server/cli/step_runner.h"
+#include "server/cli/in_process_executor.h"
+#include "server/cli/stream_printer.h"
 #include "server/common/status_macros.h"
+#include "server/coordinator/batch_engine.h"
+#include "server/coordinator/request_validator.h"
+#include "server/coordinator/serving_metrics.h"
+#include "server/coordinator/worker_pool.h"
 #include "server/model/chat/chat_prompt.h"
-#include "server/model/tokenizer/incremental_decoder.h"
 #include "server/model/tokenizer/tokenizer.h"
 #include "server/model/weights/weight_source.h"
+#include "server/protocol/step_codec.h"
 
 namespace tpserve::cli {
 namespace {
 
-absl::StatusOr<std::vector<int32_t>> PromptIds(const model::Tokenizer& tokenizer,
-                                               const GenerateOptions& options) {
-  if (!options.chat) return tokenizer.Encode(options.prompt, /*add_special=*/true);
-  absl::StatusOr<std::unique_ptr<model::ChatPrompt>> chat = model::ChatPrompt::Create(tokenizer);
-  if (!chat.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--chat: ", chat.status().message()));
+// What the gRPC service would receive for these options. With --json the chosen token's
+// logprob is always shown, so at least one logprob is asked for.
+tpserve::v1::GenerateRequest BuildRequest(const GenerateOptions& options) {
+  tpserve::v1::GenerateRequest r;
+  if (options.chat) {
+    tpserve::v1::ChatMessage* message = r.add_messages();
+    message->set_role("user");
+    message->set_content(options.prompt);
+  } else {
+    r.set_prompt(options.prompt);
   }
-  const model::ChatMessage message{"user", options.prompt};
-  return (*chat)->Encode({&message, 1});
+  r.set_max_tokens(static_cast<uint32_t>(std::max(0, options.max_tokens)));
+  const engine::SamplingParams& s = options.sampling;
+  r.set_temperature(s.temperature);
+  r.set_top_k(s.top_k);
+  r.set_top_p(s.top_p);
+  r.set_min_p(s.min_p);
+  r.set_repetition_penalty(s.repetition_penalty);
+  r.set_frequency_penalty(s.frequency_penalty);
+  r.set_presence_penalty(s.presence_penalty);
+  r.set_seed(s.seed);
+  r.set_logprobs(options.json ? std::max(1u, s.logprobs) : s.logprobs);
+  for (int32_t id : s.stop_token_ids) r.add_stop_token_ids(id);
+  for (const std::string& stop : options.stop) r.add_stop(stop);
+  r.set_ignore_eos(options.ignore_eos);
+  return r;
 }
 
-const char* FinishReasonName(int reason) {
-  switch (reason) {
-    case 1:
-      return "length";
-    case 2:
-      return "stop";
-    default:
-      return "eos";
-  }
+// The server's limits on a request, except that one run may use the model's whole context.
+coordinator::ServingLimits GenerateLimits(const model::ModelConfig& config) {
+  coordinator::ServingLimits limits;
+  limits.max_input_tokens = static_cast<uint32_t>(config.context_length);
+  limits.max_new_tokens = std::numeric_limits<uint32_t>::max();  // context checked below
+  limits.max_total_tokens = std::numeric_limits<uint32_t>::max();
+  limits.max_logprobs = protocol::kMaxLogprobs;
+  return limits;
 }
 
-absl::StatusOr<std::unique_ptr<StepRunner>> MakeRunner(const GenerateOptions& options,
-                                                       const model::WeightSource& weights,
-                                                       int64_t total) {
+// The request in the engine's terms, through the server's own validation.
+absl::StatusOr<coordinator::RequestSpec> MakeSpec(const GenerateOptions& options,
+                                                  const model::Tokenizer& tokenizer,
+                                                  const model::ModelConfig& config) {
+  std::unique_ptr<model::ChatPrompt> chat;
+  if (options.chat) {
+    absl::StatusOr<std::unique_ptr<model::ChatPrompt>> made = model::ChatPrompt::Create(tokenizer);
+    if (!made.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--chat: ", made.status().message()));
+    }
+    chat = *std::move(made);
+  }
+  const coordinator::RequestValidator validator(tokenizer, chat.get(), GenerateLimits(config));
+  ASSIGN_OR_RETURN(coordinator::RequestSpec spec, validator.Validate(BuildRequest(options)));
+  const int64_t total = static_cast<int64_t>(spec.prompt.size()) + spec.max_tokens;
+  if (total > config.context_length) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt (", spec.prompt.size(), " tokens) + max_tokens (", spec.max_tokens,
+                     ") exceeds the model's context length ", config.context_length));
+  }
+  return spec;
+}
+
+// The world the steps run on: the model in this process, its KV cache sized for `total`
+// positions, or the workers.
+std::unique_ptr<coordinator::StepExecutor> MakeExecutor(const GenerateOptions& options,
+                                                        const model::WeightSource& weights,
+                                                        int64_t total) {
   if (options.workers.empty()) {
-    const int threads = options.threads > 0
-                            ? options.threads
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    return LocalStepRunner::Create(weights, total, options.prefill_chunk, threads,
-                                   options.dequantize);
+    InProcessOptions local;
+    local.kv_blocks = (total + kKvBlockSize - 1) / kKvBlockSize;
+    local.max_batch_tokens = std::max(1, options.prefill_chunk);
+    local.max_sequences = 1;
+    local.threads = options.threads > 0
+                        ? options.threads
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    local.dequantize = options.dequantize;
+    return std::make_unique<InProcessExecutor>(weights, local);
   }
   coordinator::WorkerPoolOptions pool;
   pool.workers = options.workers;
@@ -62,94 +110,36 @@ absl::StatusOr<std::unique_ptr<StepRunner>> MakeRunner(const GenerateOptions& op
   pool.threads = static_cast<uint32_t>(std::max(0, options.threads));
   pool.dequantize = options.dequantize;
   pool.backend = options.comm;
-  return RemoteStepRunner::Create(std::move(pool));
+  return std::make_unique<coordinator::WorkerPool>(std::move(pool));
 }
 
 }  // namespace
 
 absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
-  if (options.max_tokens < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max_tokens must be >= 1, got ", options.max_tokens));
-  }
   ASSIGN_OR_RETURN(auto tokenizer, model::Tokenizer::Load(options.model_path));
   ASSIGN_OR_RETURN(auto weights, model::OpenWeightSource(options.model_path));
-  const model::ModelConfig& config = weights->config();
-  RETURN_IF_ERROR(
-      engine::ValidateSamplingParams(options.sampling, static_cast<int32_t>(config.vocab_size)));
-  ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptIds(*tokenizer, options));
-  if (prompt.empty()) return absl::InvalidArgumentError("--prompt: the prompt has no tokens");
-  const int64_t total = static_cast<int64_t>(prompt.size()) + options.max_tokens;
-  if (total > config.context_length) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prompt (", prompt.size(), " tokens) + max_tokens (", options.max_tokens,
-                     ") exceeds the model's context length ", config.context_length));
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<StepRunner> runner, MakeRunner(options, *weights, total));
-  const int64_t blocks = (total + kKvBlockSize - 1) / kKvBlockSize;
-  if (blocks > runner->kv_blocks()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the sequence needs ", blocks, " KV blocks, the world has ", runner->kv_blocks()));
-  }
+  ASSIGN_OR_RETURN(coordinator::RequestSpec spec, MakeSpec(options, *tokenizer, weights->config()));
+  const std::unique_ptr<coordinator::StepExecutor> executor =
+      MakeExecutor(options, *weights, static_cast<int64_t>(spec.prompt.size()) + spec.max_tokens);
 
-  SequenceStep step;
-  for (int32_t b = 0; b < blocks; ++b) step.block_table.push_back(b);
-  std::vector<int32_t> generated;
-  std::optional<engine::SampleResult> sampled;
-  // Prefill in chunks; only the last chunk samples.
-  const size_t chunk = static_cast<size_t>(std::max(1, options.prefill_chunk));
-  for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
-    const size_t end = std::min(prompt.size(), begin + chunk);
-    step.tokens.assign(prompt.begin() + begin, prompt.begin() + end);
-    step.start_pos = static_cast<int32_t>(begin);
-    step.sample = end == prompt.size();
-    step.sample_index = 0;
-    ASSIGN_OR_RETURN(sampled, runner->Run(step, options.sampling, {prompt, generated}));
-  }
-
-  model::IncrementalDecoder decoder(*tokenizer, /*skip_special=*/true);
-  int finish = 1;  // length
-  for (int i = 0; i < options.max_tokens; ++i) {
-    const engine::SampleResult& r = *sampled;
-    generated.push_back(r.token_id);
-    const bool eos = !options.ignore_eos && r.token_id == tokenizer->eos_id();
-    ASSIGN_OR_RETURN(std::string text, decoder.Feed(r.token_id));
-    if (options.json) {
-      nlohmann::json j = {{"id", r.token_id}, {"text", text}, {"logprob", r.logprob}};
-      if (!r.top.empty()) {
-        nlohmann::json top = nlohmann::json::array();
-        for (const auto& t : r.top) top.push_back({{"id", t.token_id}, {"logprob", t.logprob}});
-        j["top"] = top;
-      }
-      out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    } else {
-      out << text;
-    }
-    out.flush();
-    if (eos || r.is_stop) {
-      finish = eos ? 3 : 2;
-      break;
-    }
-    if (i + 1 == options.max_tokens) break;
-    step.tokens = {r.token_id};
-    step.start_pos = static_cast<int32_t>(prompt.size() + generated.size() - 1);
-    step.sample = true;
-    step.sample_index = static_cast<uint64_t>(i) + 1;
-    ASSIGN_OR_RETURN(sampled, runner->Run(step, options.sampling, {prompt, generated}));
-  }
-  const std::string rest = decoder.Flush();
-  if (options.json) {
-    nlohmann::json summary = {{"finish_reason", FinishReasonName(finish)},
-                              {"token_ids", generated},
-                              {"prompt_tokens", prompt.size()},
-                              {"completion_tokens", generated.size()}};
-    if (!rest.empty()) summary["text"] = rest;
-    out << summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-  } else {
-    out << rest << "\n";
-  }
-  out.flush();
-  return absl::OkStatus();
+  // One request through the server's token loop: prefill in chunks of prefill_chunk, then one
+  // token a step; a world that fails ends the run with its error.
+  coordinator::BatchEngineOptions engine_options;
+  engine_options.scheduler.max_batch_tokens = std::max(1, options.prefill_chunk);
+  engine_options.scheduler.max_running = 1;
+  engine_options.max_queue = 1;
+  engine_options.restart_world = false;
+  prometheus::Registry registry;  // the engine's metrics, not exposed
+  coordinator::ServingMetrics metrics(registry,
+                                      std::max(1, static_cast<int>(options.workers.size())));
+  coordinator::BatchEngine engine(engine_options, executor.get(), *tokenizer, &metrics, nullptr);
+  engine.Start();
+  RETURN_IF_ERROR(engine.AwaitReady(absl::InfiniteDuration()));
+  auto printer = std::make_shared<StreamPrinter>(out, options.json, options.sampling.logprobs);
+  RETURN_IF_ERROR(engine.Submit(std::move(spec), printer));
+  const absl::Status status = printer->Wait();
+  engine.Stop();
+  return status;
 }
 
 }  // namespace tpserve::cli

@@ -1,8 +1,10 @@
-// `tpserve generate`: generation of one prompt: tokenises it (optionally through the chat
-// template), runs the forward pass and the sampler — in this process (world size 1) or, with
-// `workers`, on a world of `tpserve worker` processes (rank 0 samples) — and streams the text
-// to stdout as it is produced, or one JSON object per token. Both modes print the same.
-// Stateless.
+// `tpserve generate`: generation of one prompt through the server's own path: the options
+// become the GenerateRequest the gRPC service would get, validated by its RequestValidator
+// (optionally rendering the prompt through the chat template), and run by a BatchEngine — the
+// one token loop, with its finish decision (EOS, stop strings, stop token ids, length) — on a
+// StepExecutor: the model in this process (world size 1) or, with `workers`, a world of
+// `tpserve worker` processes (rank 0 samples). The text streams to stdout as it is produced,
+// or one JSON object per token. Both modes print the same. Stateless.
 #ifndef TPSERVE_SERVER_CLI_GENERATE_COMMAND_H_
 #define TPSERVE_SERVER_CLI_GENERATE_COMMAND_H_
 
@@ -23,11 +25,12 @@ struct GenerateOptions {
   bool chat = false;  // render the prompt as one user message through the template
   int max_tokens = 128;
   bool ignore_eos = false;
-  bool json = false;        // one JSON object per token, then a summary object
-  int threads = 0;          // 0: every core
-  int prefill_chunk = 256;  // tokens per prefill step
-  bool dequantize = false;  // exact mode: weights dequantised to f32 at load
-  engine::SamplingParams sampling;
+  bool json = false;                // one JSON object per token, then a summary object
+  int threads = 0;                  // 0: every core
+  int prefill_chunk = 256;          // tokens per prefill step
+  bool dequantize = false;          // exact mode: weights dequantised to f32 at load
+  engine::SamplingParams sampling;  // its stop_token_ids end the generation too
+  std::vector<std::string> stop;    // stop strings: the text ends before the first one
   // Remote mode: "host:port" of each worker, position = rank (empty: in process). The
   // workers open `model_path` themselves.
   std::vector<std::string> workers;

@@ -41,11 +41,11 @@ uint64_t MixSeed(uint64_t x) {
 
 }  // namespace
 
-BatchEngine::BatchEngine(BatchEngineOptions options, WorkerPool* pool,
+BatchEngine::BatchEngine(BatchEngineOptions options, StepExecutor* executor,
                          const model::Tokenizer& tokenizer, ServingMetrics* metrics,
                          std::function<void(bool)> on_ready)
     : options_(options),
-      pool_(pool),
+      executor_(executor),
       tokenizer_(tokenizer),
       metrics_(metrics),
       on_ready_(std::move(on_ready)),
@@ -101,6 +101,20 @@ void BatchEngine::Drain() {
     stats_.ready = false;
   }
   if (was_ready && on_ready_) on_ready_(false);
+}
+
+absl::Status BatchEngine::AwaitReady(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stats_.ready || stopping_ || draining_;
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&settled), timeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("the world was not ready after ", absl::FormatDuration(timeout)));
+  }
+  if (stats_.ready) return absl::OkStatus();
+  if (!fatal_.ok()) return fatal_;
+  return absl::UnavailableError("the engine is stopped or draining");
 }
 
 bool BatchEngine::AwaitIdle(absl::Duration timeout) {
@@ -188,18 +202,20 @@ void BatchEngine::Loop() {
 
 bool BatchEngine::RecoverWorld() {
   SetReady(false);
-  const absl::Status started = pool_->Start();
+  const absl::Status started = executor_->Start();
   if (!started.ok()) {
     LOG(WARNING) << "the worker world did not start: " << started;
+    if (!options_.restart_world) {
+      StopFatal(started, started);
+      return false;
+    }
     if (!ever_up_ && absl::IsFailedPrecondition(started) &&
         ++load_failures_ >= options_.max_load_failures) {
       LOG(ERROR) << "the workers refused " << load_failures_
                  << " starts in a row before any world came up; stopping";
-      FailAll(
-          absl::UnavailableError(absl::StrCat("the workers cannot serve: ", started.message())));
-      absl::MutexLock lock(&mu_);
-      fatal_ = started;
-      stopping_ = true;
+      StopFatal(
+          absl::UnavailableError(absl::StrCat("the workers cannot serve: ", started.message())),
+          started);
       return false;
     }
     if (!requests_.empty() && absl::Now() - down_since_ > options_.recovery_timeout) {
@@ -210,7 +226,7 @@ bool BatchEngine::RecoverWorld() {
   }
   // The workers' caches are new: rebuild the block map and requeue every request (none holds
   // blocks any more) in arrival order, to be recomputed from its token history.
-  blocks_ = std::make_unique<BlockManager>(pool_->kv_blocks(), pool_->kv_block_size());
+  blocks_ = std::make_unique<BlockManager>(executor_->kv_blocks(), executor_->kv_block_size());
   scheduler_ = std::make_unique<Scheduler>(options_.scheduler, blocks_.get());
   std::vector<Sequence*> requeue;
   for (auto& [id, request] : requests_) {
@@ -222,15 +238,14 @@ bool BatchEngine::RecoverWorld() {
             [](const Sequence* a, const Sequence* b) { return a->id < b->id; });
   for (Sequence* seq : requeue) scheduler_->Enqueue(seq);
   if (!requeue.empty()) {
-    LOG(INFO) << "world generation " << pool_->generation() << " up: recomputing " << requeue.size()
-              << " requests";
+    LOG(INFO) << "world up again: recomputing " << requeue.size() << " requests";
   }
   world_up_ = true;
   ever_up_ = true;
   metrics_->SetWorldUp(true);
   {
     absl::MutexLock lock(&mu_);
-    stats_.comm_backend = pool_->comm_backend();
+    stats_.comm_backend = executor_->comm_backend();
   }
   Publish();  // the capacity Submit checks against
   SetReady(true);
@@ -284,16 +299,21 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
                               request.spec.sampling, {e.seq->prompt, e.seq->generated}, &step);
     samples += e.sample ? 1 : 0;
   }
-  absl::StatusOr<StepOutcome> outcome = pool_->RunStep(step);
+  absl::StatusOr<StepOutcome> outcome = executor_->RunStep(step);
   if (!outcome.ok()) {
-    LOG(ERROR) << "step " << step.step_id() << " failed, requeueing " << requests_.size()
-               << " requests until the world is back: " << outcome.status();
-    scheduler_->PreemptAll();
-    FailPoisoned(plan, outcome.status());
     world_up_ = false;
     down_since_ = absl::Now();
     metrics_->SetWorldUp(false);
     SetReady(false);
+    if (!options_.restart_world) {
+      LOG(ERROR) << "step " << step.step_id() << " failed: " << outcome.status();
+      StopFatal(outcome.status(), outcome.status());
+      return false;
+    }
+    LOG(ERROR) << "step " << step.step_id() << " failed, requeueing " << requests_.size()
+               << " requests until the world is back: " << outcome.status();
+    scheduler_->PreemptAll();
+    FailPoisoned(plan, outcome.status());
     return false;
   }
   scheduler_->Commit(plan);
@@ -420,6 +440,16 @@ void BatchEngine::Finish(Request* request, const absl::Status& status) {
   sink->Close(status);
   absl::MutexLock lock(&mu_);
   --in_flight_;
+}
+
+void BatchEngine::StopFatal(const absl::Status& requests, const absl::Status& fatal) {
+  {
+    // Before any sink closes: whoever sees the stream end sees the engine stopped.
+    absl::MutexLock lock(&mu_);
+    fatal_ = fatal;
+    stopping_ = true;
+  }
+  FailAll(requests);
 }
 
 void BatchEngine::FailAll(const absl::Status& status) {

@@ -1,10 +1,11 @@
-// BatchEngine: the coordinator's serving loop. One thread owns the scheduler, the block
-// manager and every in-flight request: it admits submitted requests, plans a step
-// (continuous batching, chunked prefill, preemption by recompute), runs it on the worker
-// world, and turns rank 0's sampled tokens into streamed messages (incremental text, stop
-// strings, finish reasons). When the world goes down, every running sequence is requeued for
-// recompute and the loop restarts the world; requests that outwait recovery_timeout fail
-// with UNAVAILABLE. Cancelled requests leave the batch at the next step and free their blocks.
+// BatchEngine: the one token loop, of the server and of `tpserve generate` alike. One thread
+// owns the scheduler, the block manager and every in-flight request: it admits submitted
+// requests, plans a step (continuous batching, chunked prefill, preemption by recompute), runs
+// it on a StepExecutor (a world of workers, or the model in process), and turns rank 0's
+// sampled tokens into streamed messages (incremental text, stop strings, finish reasons).
+// When the world goes down, every running sequence is requeued for recompute and the loop
+// restarts the world; requests that outwait recovery_timeout fail with UNAVAILABLE. Cancelled
+// requests leave the batch at the next step and free their blocks.
 //
 // Thread-safety: Submit, Drain, stats and the accessors may be called from any thread
 // (they take mu_); everything else runs on the loop thread.
@@ -28,8 +29,8 @@
 #include "server/coordinator/response_sink.h"
 #include "server/coordinator/scheduler.h"
 #include "server/coordinator/serving_metrics.h"
+#include "server/coordinator/step_executor.h"
 #include "server/coordinator/step_trace.h"
-#include "server/coordinator/worker_pool.h"
 #include "server/model/tokenizer/tokenizer.h"
 
 namespace tpserve::coordinator {
@@ -48,6 +49,10 @@ struct BatchEngineOptions {
   // with that error (fatal()): a load error that repeats is not worth retrying forever.
   int max_load_failures = 3;
   StepTrace* step_trace = nullptr;  // when set, every step is recorded there (not owned)
+  // False for a one-shot run (`tpserve generate`): the first world that fails to start, or
+  // goes down, stops the engine with that error (fatal()) and fails every request with it,
+  // instead of being restarted.
+  bool restart_world = true;
 };
 
 // A snapshot for GetModelInfo (and, later, metrics).
@@ -66,9 +71,9 @@ struct EngineStats {
 
 class BatchEngine {
  public:
-  // `pool` (not yet started: the loop starts it), `tokenizer` and `metrics` must outlive the
-  // engine. `on_ready` is called whenever readiness changes.
-  BatchEngine(BatchEngineOptions options, WorkerPool* pool, const model::Tokenizer& tokenizer,
+  // `executor` (not yet started: the loop starts it), `tokenizer` and `metrics` must outlive
+  // the engine. `on_ready` (may be empty) is called whenever readiness changes.
+  BatchEngine(BatchEngineOptions options, StepExecutor* executor, const model::Tokenizer& tokenizer,
               ServingMetrics* metrics, std::function<void(bool ready)> on_ready);
   ~BatchEngine();  // Stop()
 
@@ -80,6 +85,9 @@ class BatchEngine {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Refuses new requests from now on; those in flight run to their end.
   void Drain() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits, at most `timeout`, until the world is ready (OK) or the engine has stopped (fatal(),
+  // or UNAVAILABLE when it was stopped or is draining); DEADLINE_EXCEEDED at the timeout.
+  absl::Status AwaitReady(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until no request is in flight, or `timeout`; true when idle.
   bool AwaitIdle(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
   // Stops the loop; requests still in flight are closed with UNAVAILABLE.
@@ -96,6 +104,8 @@ class BatchEngine {
   void Loop();
   // Restarts the world; fails requests that waited past recovery_timeout. False on failure.
   bool RecoverWorld();
+  // Fails every request with `requests` and stops the loop with fatal() = `fatal`.
+  void StopFatal(const absl::Status& requests, const absl::Status& fatal);
   void TakeInbox() ABSL_LOCKS_EXCLUDED(mu_);
   void ReapCancelled();
   // Runs one planned step; false when the world went down.
@@ -110,7 +120,7 @@ class BatchEngine {
   void SetReady(bool ready);
 
   const BatchEngineOptions options_;
-  WorkerPool* const pool_;
+  StepExecutor* const executor_;
   const model::Tokenizer& tokenizer_;
   ServingMetrics* const metrics_;
   const std::function<void(bool)> on_ready_;

@@ -1,8 +1,11 @@
 // BatchEngine against a real world of one in-process worker serving SmolLM2: streamed
 // messages and finish reasons, batched requests equal to each alone, cancellation freeing
-// the batch, queue and drain refusals.
+// the batch, queue and drain refusals. Then against a scripted fake world (a StepExecutor):
+// the steps it is asked for, recovery from a failed step, and the one-shot mode of
+// `tpserve generate` where the world's error ends the run.
 #include "server/coordinator/batch_engine.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,11 +13,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "kernels/kv_block.h"
+#include "server/coordinator/worker_pool.h"
+#include "server/protocol/step_codec.h"
 #include "server/worker/worker_server.h"
 
 namespace tpserve::coordinator {
@@ -275,6 +282,160 @@ TEST_F(BatchEngineTest, DrainRefusesNewRequestsAndLetsRunningOnesFinish) {
   EXPECT_TRUE(engine_->AwaitIdle(absl::Seconds(60)));
   EXPECT_TRUE(running->Wait().ok());
   EXPECT_EQ(running->ids().size(), 12u);
+}
+
+// A fake world through the same StepExecutor interface: rank 0 "samples" the sequence's
+// sample_index-th token of a script; steps can be made to fail, and starts to be refused.
+class ScriptedWorld final : public StepExecutor {
+ public:
+  explicit ScriptedWorld(std::vector<int32_t> script) : script_(std::move(script)) {}
+
+  absl::Status Start() override {
+    absl::MutexLock lock(&mu_);
+    ++starts_;
+    up_ = start_error_.ok();
+    return start_error_;
+  }
+  absl::StatusOr<StepOutcome> RunStep(const tpserve::v1::Step& step) override {
+    absl::MutexLock lock(&mu_);
+    if (!up_) return absl::UnavailableError("the world is down");
+    if (fail_steps_ > 0) {
+      --fail_steps_;
+      up_ = false;
+      return absl::InternalError("rank 0: injected step failure");
+    }
+    StepOutcome outcome;
+    for (const tpserve::v1::StepSequence& seq : step.sequences()) {
+      steps_.push_back({seq.start_pos(), seq.token_ids_size()});
+      if (!seq.sample()) continue;
+      engine::SampleResult drawn;
+      drawn.token_id = script_[seq.sample_index() % script_.size()];
+      protocol::AddSampledToken(seq.seq_id(), drawn, &outcome.result);
+    }
+    return outcome;
+  }
+  int64_t kv_blocks() const override { return 64; }
+  int64_t kv_block_size() const override { return kKvBlockSize; }
+  std::string comm_backend() const override { return "fake"; }
+
+  void FailNextSteps(int n) {
+    absl::MutexLock lock(&mu_);
+    fail_steps_ = n;
+  }
+  void RefuseStarts(absl::Status error) {
+    absl::MutexLock lock(&mu_);
+    start_error_ = std::move(error);
+  }
+  int starts() const {
+    absl::MutexLock lock(&mu_);
+    return starts_;
+  }
+  // (start_pos, tokens) of every sequence of every step that ran.
+  std::vector<std::pair<int64_t, int>> steps() const {
+    absl::MutexLock lock(&mu_);
+    return steps_;
+  }
+
+ private:
+  const std::vector<int32_t> script_;
+  mutable absl::Mutex mu_;
+  bool up_ ABSL_GUARDED_BY(mu_) = false;
+  int starts_ ABSL_GUARDED_BY(mu_) = 0;
+  int fail_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status start_error_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<int64_t, int>> steps_ ABSL_GUARDED_BY(mu_);
+};
+
+class BatchEngineFakeWorldTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto tokenizer = model::Tokenizer::Load(kModel);
+    if (!tokenizer.ok()) GTEST_SKIP() << "no model: " << tokenizer.status();
+    tokenizer_ = *std::move(tokenizer);
+    script_ = *tokenizer_->Encode(" one two three four five six seven eight", false);
+    world_ = std::make_unique<ScriptedWorld>(script_);
+    metrics_ = std::make_unique<ServingMetrics>(registry_, 1);
+  }
+  void TearDown() override {
+    if (engine_ != nullptr) engine_->Stop();
+  }
+  absl::Status StartEngine(BatchEngineOptions options) {
+    options.restart_backoff = absl::Milliseconds(10);
+    engine_ =
+        std::make_unique<BatchEngine>(options, world_.get(), *tokenizer_, metrics_.get(), nullptr);
+    engine_->Start();
+    return engine_->AwaitReady(absl::Seconds(30));
+  }
+  RequestSpec Spec(int64_t prompt_tokens, int64_t max_tokens) {
+    RequestSpec spec;
+    spec.prompt.assign(static_cast<size_t>(prompt_tokens), script_[0]);
+    spec.max_tokens = max_tokens;
+    spec.ignore_eos = true;
+    return spec;
+  }
+
+  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::vector<int32_t> script_;
+  std::unique_ptr<ScriptedWorld> world_;
+  prometheus::Registry registry_;
+  std::unique_ptr<ServingMetrics> metrics_;
+  std::unique_ptr<BatchEngine> engine_;
+};
+
+TEST_F(BatchEngineFakeWorldTest, ChunkedPrefillThenOneTokenAStepUntilTheStopString) {
+  BatchEngineOptions options;
+  options.scheduler.max_batch_tokens = 4;
+  ASSERT_TRUE(StartEngine(options).ok());
+  RequestSpec spec = Spec(10, 8);
+  spec.stop = {" four"};
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine_->Submit(std::move(spec), sink).ok());
+  ASSERT_TRUE(sink->Wait().ok());
+  EXPECT_EQ(sink->text(), " one two three");
+  EXPECT_EQ(sink->last().finish_reason(), tpserve::v1::FINISH_REASON_STOP);
+  EXPECT_EQ(sink->ids().size(), 4u);  // " four" was drawn, its text held back
+  const std::vector<std::pair<int64_t, int>> want = {{0, 4},  {4, 4},  {8, 2},
+                                                     {10, 1}, {11, 1}, {12, 1}};
+  EXPECT_EQ(world_->steps(), want);
+}
+
+TEST_F(BatchEngineFakeWorldTest, AFailedStepIsRecomputedOnANewWorld) {
+  ASSERT_TRUE(StartEngine({}).ok());
+  auto alone = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine_->Submit(Spec(3, 6), alone).ok());
+  ASSERT_TRUE(alone->Wait().ok());
+  world_->FailNextSteps(1);
+  auto recovered = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine_->Submit(Spec(3, 6), recovered).ok());
+  ASSERT_TRUE(recovered->Wait().ok());
+  EXPECT_EQ(recovered->ids(), alone->ids());
+  EXPECT_EQ(world_->starts(), 2);
+  EXPECT_TRUE(engine_->fatal().ok());
+}
+
+// One-shot (tpserve generate): the world's error ends the request and the engine.
+TEST_F(BatchEngineFakeWorldTest, WithoutRestartsAFailedStepEndsTheRunWithItsError) {
+  BatchEngineOptions options;
+  options.restart_world = false;
+  ASSERT_TRUE(StartEngine(options).ok());
+  world_->FailNextSteps(1);
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine_->Submit(Spec(3, 6), sink).ok());
+  const absl::Status closed = sink->Wait();
+  EXPECT_TRUE(absl::IsInternal(closed)) << closed;
+  EXPECT_THAT(std::string(closed.message()), ::testing::HasSubstr("injected step failure"));
+  EXPECT_EQ(engine_->fatal(), closed);
+  EXPECT_EQ(world_->starts(), 1);
+}
+
+TEST_F(BatchEngineFakeWorldTest, WithoutRestartsARefusedStartIsWhatAwaitReadyReturns) {
+  world_->RefuseStarts(absl::UnavailableError("rank 0 (127.0.0.1:1): connection refused"));
+  BatchEngineOptions options;
+  options.restart_world = false;
+  const absl::Status ready = StartEngine(options);
+  EXPECT_TRUE(absl::IsUnavailable(ready)) << ready;
+  EXPECT_THAT(std::string(ready.message()), ::testing::HasSubstr("connection refused"));
+  EXPECT_EQ(world_->starts(), 1);
 }
 
 }  // namespace

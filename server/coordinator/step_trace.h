@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/coordinator/worker_pool.h"
+#include "server/coordinator/step_executor.h"
 
 namespace tpserve::coordinator {
 

@@ -1,9 +1,10 @@
-// WorkerPool: the coordinator's side of the worker world. It dials every worker (list
-// position = rank), opens one Session per worker, sends Init, hands the workers' rendezvous
-// StoreRequests to its RendezvousServer, waits (bounded) for every Ready and then fans each Step
-// out to all workers and joins their StepResults under a per-step deadline. When every worker is on
-// this host, Steps and results go through a shared-memory step link (ShmStepLink, offered in Init)
-// instead of the Session streams.
+// WorkerPool: the coordinator's side of the worker world, the StepExecutor of a world of
+// `tpserve worker` processes. It dials every worker (list position = rank), opens one Session
+// per worker, sends Init, hands the workers' rendezvous StoreRequests to its RendezvousServer,
+// waits (bounded) for every Ready and then fans each Step out to all workers and joins their
+// StepResults under a per-step deadline. When every worker is on this host, Steps and results
+// go through a shared-memory step link (ShmStepLink, offered in Init) instead of the Session
+// streams.
 //
 // A broken stream, a worker's error or a missed deadline marks the world DOWN with the
 // worker's rank and reason; the pool cancels every Session (so the workers abort their
@@ -35,6 +36,7 @@
 #include "server/comm/shm/step_link.h"
 #include "server/comm/store.h"
 #include "server/coordinator/rendezvous_server.h"
+#include "server/coordinator/step_executor.h"
 #include "tpserve/v1/worker.grpc.pb.h"
 
 namespace tpserve::coordinator {
@@ -64,53 +66,34 @@ struct WorkerPoolOptions {
 // Splits "h:p,h:p" into addresses; InvalidArgument for an empty list or a bad entry.
 absl::StatusOr<std::vector<std::string>> ParseWorkerList(const std::string& list);
 
-// Where one rank's part of a step went, in nanoseconds since the Unix epoch: sent and
-// returned on the coordinator's clock, the rest on the worker's (comparable on one host).
-struct RankStepTimes {
-  int64_t sent = 0;      // the coordinator began writing the Step to this rank
-  int64_t received = 0;  // the worker's reader got it
-  int64_t started = 0;   // the worker's executor began it
-  int64_t finished = 0;  // its result was ready to write
-  int64_t returned = 0;  // the coordinator's reader got the result
-};
-
-// The joined result of one step.
-struct StepOutcome {
-  tpserve::v1::StepResult result;    // rank 0's: the sampled tokens
-  std::vector<uint64_t> compute_ns;  // [world_size] per rank
-  std::vector<uint64_t> comm_ns;     // [world_size] per rank
-  std::vector<RankStepTimes> times;  // [world_size] per rank
-  absl::Duration wall;               // fan-out to the last result
-};
-
-class WorkerPool {
+class WorkerPool final : public StepExecutor {
  public:
   explicit WorkerPool(WorkerPoolOptions options);
-  ~WorkerPool();  // Shutdown("pool destroyed")
+  ~WorkerPool() override;  // Shutdown("pool destroyed")
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   // Builds a new world generation: tears down the previous one, dials, Inits, serves the
   // rendezvous and waits for every Ready (bounded by ready_timeout). On failure the world
   // is DOWN and the Status names the rank and the reason.
-  absl::Status Start();
+  absl::Status Start() override;
 
   // Sends `step` to every worker and joins the results. UNAVAILABLE at once while the world
   // is down; DEADLINE_EXCEEDED (and the world down) when a worker misses the deadline
   // (step.deadline_ms, else options.step_deadline); the worker's error otherwise.
-  absl::StatusOr<StepOutcome> RunStep(const tpserve::v1::Step& step);
+  absl::StatusOr<StepOutcome> RunStep(const tpserve::v1::Step& step) override;
 
   // Sends Shutdown to every worker and closes the Sessions (bounded). Idempotent.
   void Shutdown(const std::string& reason);
 
   int world_size() const { return static_cast<int>(options_.workers.size()); }
   // Valid after a successful Start().
-  int64_t kv_blocks() const;
-  int64_t kv_block_size() const { return options_.kv_block_size; }
+  int64_t kv_blocks() const override;
+  int64_t kv_block_size() const override { return options_.kv_block_size; }
   int32_t vocab_size() const;
   uint64_t generation() const;
   // The communicator the workers built ("shm", "gloo", "nccl", "local"); valid after Start().
-  std::string comm_backend() const;
+  std::string comm_backend() const override;
   // Whether Steps go over the shared-memory step link; valid after Start(), owner thread.
   bool steps_over_link() const { return use_link_; }
   // OK while the world is up; the DOWN reason otherwise (UNAVAILABLE before Start()).

@@ -157,6 +157,24 @@ void AddSampledToken(uint64_t seq_id, const engine::SampleResult& sampled,
   }
 }
 
+absl::Status SampleDecodedStep(const DecodedStep& decoded, absl::Span<const float> logits,
+                               int32_t vocab_size, engine::Sampler* sampler,
+                               tpserve::v1::StepResult* result) {
+  const size_t vocab = static_cast<size_t>(vocab_size);
+  if (logits.size() != decoded.samples.size() * vocab) {
+    return absl::InternalError(absl::StrCat("logits hold ", logits.size(), " values, want ",
+                                            decoded.samples.size(), " x ", vocab));
+  }
+  for (size_t row = 0; row < decoded.samples.size(); ++row) {
+    const SampleSpec& spec = decoded.samples[row];
+    AddSampledToken(spec.seq_id,
+                    sampler->Sample(logits.subspan(row * vocab, vocab), spec.params, spec.history,
+                                    spec.sample_index),
+                    result);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckStepResult(const tpserve::v1::Step& step, const tpserve::v1::StepResult& result,
                              int rank, int32_t vocab_size) {
   if (rank != 0) {

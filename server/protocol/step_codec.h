@@ -6,6 +6,7 @@
 // encodes what it sampled. Each side checks what its peer sent while decoding it, so a bad
 // message is an InvalidArgument naming the field and the limit, never a crash:
 //   DecodeStep        (worker)       ids, positions and sampling fields, before any kernel;
+//   SampleDecodedStep (worker rank 0, and the in-process world of `tpserve generate`) draws;
 //   CheckStepResult   (coordinator)  counts, sequence ids, token ids and top-n lengths.
 // Stateless; thread-safe.
 #ifndef TPSERVE_SERVER_PROTOCOL_STEP_CODEC_H_
@@ -73,6 +74,13 @@ absl::StatusOr<DecodedStep> DecodeStep(const tpserve::v1::Step& step, int32_t vo
 // Appends rank 0's draw for sequence `seq_id` to `result`.
 void AddSampledToken(uint64_t seq_id, const engine::SampleResult& sampled,
                      tpserve::v1::StepResult* result);
+
+// Rank 0's draws: samples each of `decoded`'s sampling sequences from its row of `logits`
+// ([samples, vocab_size], in the Step's order) and appends the tokens to `result` in that
+// order. InternalError when `logits` hold another number of rows.
+absl::Status SampleDecodedStep(const DecodedStep& decoded, absl::Span<const float> logits,
+                               int32_t vocab_size, engine::Sampler* sampler,
+                               tpserve::v1::StepResult* result);
 
 // OK when `result`, from rank `rank` of a world serving `vocab_size` tokens, answers `step`:
 // rank 0 has one token per sampled sequence, in the Step's order, with its seq_id; every id

@@ -307,20 +307,9 @@ void WorkerSession::RunStep(const Step& step, StepResult* out) {
   // Rank 0 only samples from here on: wake the coordinator now, so that it is running (not
   // still waking up) when the result lands.
   if (link_ != nullptr && rank_ == 0) link_->Nudge();
-  if (status.ok() && rank_ == 0 &&
-      static_cast<int64_t>(logits_.size()) !=
-          static_cast<int64_t>(decoded->samples.size()) * vocab) {
-    status = absl::InternalError(absl::StrCat("logits hold ", logits_.size(), " values, want ",
-                                              decoded->samples.size(), " x ", vocab));
-  }
   if (status.ok() && rank_ == 0) {
-    for (size_t row = 0; row < decoded->samples.size(); ++row) {
-      const protocol::SampleSpec& spec = decoded->samples[row];
-      const engine::SampleResult r =
-          sampler_.Sample(absl::MakeConstSpan(logits_).subspan(row * vocab, vocab), spec.params,
-                          spec.history, spec.sample_index);
-      protocol::AddSampledToken(spec.seq_id, r, &result);
-    }
+    status = protocol::SampleDecodedStep(*decoded, logits_, static_cast<int32_t>(vocab), &sampler_,
+                                         &result);
   }
   if (!status.ok()) {
     result.clear_tokens();

@@ -1,6 +1,10 @@
 #include "server/common/flags/sampling_flags.h"
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 
 ABSL_FLAG(float, temperature, 0.0f, "sampling temperature (0: greedy)");
 ABSL_FLAG(int32_t, top_k, 0, "keep the k most likely tokens (0: off)");
@@ -12,3 +16,53 @@ ABSL_FLAG(float, presence_penalty, 0.0f, "presence penalty in [-2, 2]");
 ABSL_FLAG(uint64_t, seed, 0,
           "random seed: the same seed, the same tokens (tpserve-cli: unset, the server draws one)");
 ABSL_FLAG(uint32_t, logprobs, 0, "report this many top alternatives per token (--json)");
+ABSL_FLAG(std::vector<std::string>, stop, {},
+          "stop strings: the text ends before the first one (comma-separated; repeatable)");
+ABSL_FLAG(std::vector<std::string>, stop_token_ids, {},
+          "token ids that end the generation besides EOS (comma-separated; repeatable)");
+
+namespace tpserve {
+namespace {
+
+// Every value of --`name` on the command line, each split at its commas, in order.
+std::vector<std::string> Occurrences(int argc, char** argv, absl::string_view name) {
+  const std::string with_value = absl::StrCat("--", name, "=");
+  const std::string bare = absl::StrCat("--", name);
+  std::vector<std::string> values;
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    absl::string_view value;
+    if (arg.substr(0, with_value.size()) == with_value) {
+      value = arg.substr(with_value.size());
+    } else if (arg == bare && i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      continue;
+    }
+    if (value.empty()) continue;
+    for (absl::string_view part : absl::StrSplit(value, ',')) values.emplace_back(part);
+  }
+  return values;
+}
+
+}  // namespace
+
+absl::StatusOr<StopFlags> ReadStopFlags(int argc, char** argv) {
+  StopFlags flags;
+  flags.stop = Occurrences(argc, argv, "stop");
+  std::vector<std::string> ids = Occurrences(argc, argv, "stop_token_ids");
+  if (flags.stop.empty()) flags.stop = absl::GetFlag(FLAGS_stop);
+  if (ids.empty()) ids = absl::GetFlag(FLAGS_stop_token_ids);
+  for (const std::string& id : ids) {
+    int32_t value = 0;
+    if (!absl::SimpleAtoi(id, &value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--stop_token_ids: '", id, "' is not an integer"));
+    }
+    flags.stop_token_ids.push_back(value);
+  }
+  return flags;
+}
+
+}  // namespace tpserve

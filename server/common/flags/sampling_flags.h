@@ -1,7 +1,8 @@
 // File: server/common/flags/sampling_flags.h
 //
-// The nine sampling flags, defined once for every binary that takes sampling parameters on its
-// command line: `tpserve generate` runs with them, `tpserve-cli generate` and `chat` send them.
+// The nine sampling flags and the two stop flags, defined once for every binary that takes
+// them on its command line: `tpserve generate` runs with them, `tpserve-cli generate` and
+// `chat` send them.
 // Their defaults are the server's (greedy, no truncation, no penalties, seed 0, no logprobs);
 // tpserve-cli sends only the flags given, so a request without them gets the server's
 // per-request defaults instead (GenerateRequest in proto/tpserve/v1/generate.proto).
@@ -10,8 +11,11 @@
 #define TPSERVE_SERVER_COMMON_FLAGS_SAMPLING_FLAGS_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
 
 ABSL_DECLARE_FLAG(float, temperature);
 ABSL_DECLARE_FLAG(int32_t, top_k);
@@ -22,5 +26,24 @@ ABSL_DECLARE_FLAG(float, frequency_penalty);
 ABSL_DECLARE_FLAG(float, presence_penalty);
 ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(uint32_t, logprobs);
+// Stop conditions, as GenerateRequest's stop and stop_token_ids: comma-separated lists, and a
+// flag given several times adds up its lists (read them with ReadStopFlags).
+ABSL_DECLARE_FLAG(std::vector<std::string>, stop);
+ABSL_DECLARE_FLAG(std::vector<std::string>, stop_token_ids);
+
+namespace tpserve {
+
+struct StopFlags {
+  std::vector<std::string> stop;        // stop strings
+  std::vector<int32_t> stop_token_ids;  // token ids that end the generation
+};
+
+// The stop flags of the command line argv[1, argc) (names already underscored): every
+// occurrence of --stop and --stop_token_ids (--stop=A,B or --stop A,B), in order; absl's
+// values when the command line names neither (a --flagfile). InvalidArgument naming the flag
+// for a stop token id that is not an integer.
+absl::StatusOr<StopFlags> ReadStopFlags(int argc, char** argv);
+
+}  // namespace tpserve
 
 #endif  // TPSERVE_SERVER_COMMON_FLAGS_SAMPLING_FLAGS_H_

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
 
@@ -33,3 +36,38 @@ TEST(SamplingFlagsTest, NineFlagsWithTheServersDefaults) {
 }
 
 }  // namespace
+
+namespace tpserve {
+namespace {
+
+absl::StatusOr<StopFlags> Read(std::vector<std::string> args) {
+  args.insert(args.begin(), "tpserve");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return ReadStopFlags(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(StopFlagsTest, OccurrencesAddUpAndSplitAtCommas) {
+  const absl::StatusOr<StopFlags> flags =
+      Read({"--stop=a,b", "--prompt=x,y", "--stop", "c d", "--stop_token_ids=7,8",
+            "--stop_token_ids", "9", "--", "--stop=ignored"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->stop, (std::vector<std::string>{"a", "b", "c d"}));
+  EXPECT_EQ(flags->stop_token_ids, (std::vector<int32_t>{7, 8, 9}));
+}
+
+TEST(StopFlagsTest, NoneGivenIsEmpty) {
+  const absl::StatusOr<StopFlags> flags = Read({"--prompt=hi"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_TRUE(flags->stop.empty());
+  EXPECT_TRUE(flags->stop_token_ids.empty());
+}
+
+TEST(StopFlagsTest, ANonIntegerStopTokenIdNamesTheFlag) {
+  const absl::StatusOr<StopFlags> flags = Read({"--stop_token_ids=7,x"});
+  EXPECT_TRUE(absl::IsInvalidArgument(flags.status())) << flags.status();
+  EXPECT_NE(flags.status().message().find("--stop_token_ids: 'x'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tpserve

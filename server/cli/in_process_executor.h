@@ -1,0 +1,55 @@
+// InProcessExecutor: the StepExecutor of `tpserve generate` without --workers: the whole model
+// (a world of one rank) on a CpuBackend in this process, sampled here. Steps are decoded and
+// the draws encoded by the workers' own codec (protocol::DecodeStep, SampleDecodedStep), so a
+// token is drawn exactly as a worker's rank 0 draws it. Owns the backend, the communicator and
+// the model. Not thread-safe: one caller (BatchEngine's loop thread).
+#ifndef TPSERVE_SERVER_CLI_IN_PROCESS_EXECUTOR_H_
+#define TPSERVE_SERVER_CLI_IN_PROCESS_EXECUTOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/comm/communicator.h"
+#include "server/coordinator/step_executor.h"
+#include "server/engine/cpu_backend.h"
+#include "server/engine/llama_model.h"
+#include "server/engine/sampler.h"
+#include "server/model/weights/weight_source.h"
+
+namespace tpserve::cli {
+
+struct InProcessOptions {
+  int64_t kv_blocks = 1;           // KV cache capacity, in blocks of kKvBlockSize tokens
+  int64_t max_batch_tokens = 256;  // tokens computed per step, all sequences together
+  int64_t max_sequences = 1;       // sequences sampled per step (logit rows)
+  int threads = 1;                 // compute threads
+  bool dequantize = false;         // exact mode (EngineOptions::dequantize)
+};
+
+class InProcessExecutor final : public coordinator::StepExecutor {
+ public:
+  // `weights` must outlive the executor: Start() loads the model from it.
+  InProcessExecutor(const model::WeightSource& weights, InProcessOptions options);
+
+  // Loads the model afresh (an empty KV cache); FAILED_PRECONDITION when it does not load.
+  absl::Status Start() override;
+  absl::StatusOr<coordinator::StepOutcome> RunStep(const tpserve::v1::Step& step) override;
+  int64_t kv_blocks() const override;
+  int64_t kv_block_size() const override { return kKvBlockSize; }
+  std::string comm_backend() const override;
+
+ private:
+  const model::WeightSource& weights_;
+  const InProcessOptions options_;
+  engine::CpuBackend backend_;
+  comm::SingleRankCommunicator comm_;
+  std::unique_ptr<engine::LlamaModel> model_;  // null while the world is down
+  engine::Sampler sampler_;
+  std::vector<float> logits_;  // [sampled sequences, vocab]
+};
+
+}  // namespace tpserve::cli
+
+#endif  // TPSERVE_SERVER_CLI_IN_PROCESS_EXECUTOR_H_

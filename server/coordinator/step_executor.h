@@ -1,0 +1,65 @@
+// StepExecutor: the world a BatchEngine runs its steps on — a Step in, rank 0's sampled
+// tokens out — and the lifecycle of that world: Start builds it with a fresh, empty KV cache of
+// kv_blocks() blocks, and any failed step leaves it down (its cache lost) until the next
+// Start. Two implementations: WorkerPool (a world of `tpserve worker` processes) and
+// cli::InProcessExecutor (the whole model in this process, for `tpserve generate`); tests
+// fake it. Implementations say how they may be called from threads; BatchEngine calls them
+// from its loop thread only.
+#ifndef TPSERVE_SERVER_COORDINATOR_STEP_EXECUTOR_H_
+#define TPSERVE_SERVER_COORDINATOR_STEP_EXECUTOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "tpserve/v1/worker.pb.h"
+
+namespace tpserve::coordinator {
+
+// Where one rank's part of a step went, in nanoseconds since the Unix epoch: sent and
+// returned on the coordinator's clock, the rest on the worker's (comparable on one host).
+struct RankStepTimes {
+  int64_t sent = 0;      // the coordinator began writing the Step to this rank
+  int64_t received = 0;  // the worker's reader got it
+  int64_t started = 0;   // the worker's executor began it
+  int64_t finished = 0;  // its result was ready to write
+  int64_t returned = 0;  // the coordinator's reader got the result
+};
+
+// The joined result of one step.
+struct StepOutcome {
+  tpserve::v1::StepResult result;    // rank 0's: the sampled tokens
+  std::vector<uint64_t> compute_ns;  // [world_size] per rank
+  std::vector<uint64_t> comm_ns;     // [world_size] per rank
+  std::vector<RankStepTimes> times;  // [world_size] per rank
+  absl::Duration wall;               // fan-out to the last result
+};
+
+class StepExecutor {
+ public:
+  virtual ~StepExecutor() = default;
+
+  // Builds a new world, tearing down the previous one: every KV block is free and holds
+  // nothing. On failure the world is down and the Status says why; FAILED_PRECONDITION when
+  // the world refused to be built (e.g. the model does not load), which retrying will not mend.
+  virtual absl::Status Start() = 0;
+
+  // Runs `step` (its sequences' tokens, positions, block tables and sampling) and returns
+  // rank 0's sampled tokens, one per sampling sequence in the Step's order, checked against
+  // the vocabulary. Any error leaves the world down until the next Start().
+  virtual absl::StatusOr<StepOutcome> RunStep(const tpserve::v1::Step& step) = 0;
+
+  // The world's KV cache: blocks and tokens per block. Valid after a successful Start().
+  virtual int64_t kv_blocks() const = 0;
+  virtual int64_t kv_block_size() const = 0;
+  // The communicator the world's ranks use ("shm", "gloo", "nccl", "local"); valid after a
+  // successful Start().
+  virtual std::string comm_backend() const = 0;
+};
+
+}  // namespace tpserve::coordinator
+
+#endif  // TPSERVE_SERVER_COORDINATOR_STEP_EXECUTOR_H_
