@@ -126,19 +126,35 @@ template <class P, int R, int T>
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   }
+  // A lone row's products in two chains (even and odd groups), so they do not wait on each
+  // other; taller tiles have one chain per row.
+  constexpr int C = R == 1 ? 2 : 1;
   for (int64_t b = 0; b < kb; ++b) {
     const uint8_t* blk[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) blk[t] = w + t * tile_bytes + b * kInterleaved8BlockBytes;
+    // The same block of the next run of tiles (which follows in memory), so it arrives from
+    // DRAM while this run computes.
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const char* next = reinterpret_cast<const char*>(blk[t] + T * tile_bytes);
+#pragma GCC unroll 8
+      for (int line = 0; line < kInterleaved8BlockBytes; line += 64) {
+        _mm_prefetch(next + line, _MM_HINT_T0);
+      }
+    }
     const Q8Block* xb[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) xb[r] = x + r * x_stride + b;
-    __m256i isum[R][T];
+    __m256i isum[R][T][C];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m256i start = P::Start(sums[r * x_stride + b]);
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) isum[r][t] = start;
+      for (int t = 0; t < T; ++t) {
+        isum[r][t][0] = start;
+        if constexpr (C == 2) isum[r][t][1] = _mm256_setzero_si256();
+      }
     }
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
@@ -154,7 +170,9 @@ template <class P, int R, int T>
       for (int r = 0; r < R; ++r) {
         const __m256i x4 = Broadcast4(reinterpret_cast<const uint8_t*>(xb[r]->q) + 4 * g);
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) isum[r][t] = P::Dot(isum[r][t], wq[t], wa[t], x4);
+        for (int t = 0; t < T; ++t) {
+          isum[r][t][g % C] = P::Dot(isum[r][t][g % C], wq[t], wa[t], x4);
+        }
       }
     }
     __m256 dw[T];
@@ -167,8 +185,10 @@ template <class P, int R, int T>
       const __m256 dx = _mm256_set1_ps(xb[r]->d);
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
-        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]), _mm256_mul_ps(dw[t], dx),
-                                    acc[r][t]);
+        __m256i total = isum[r][t][0];
+        if constexpr (C == 2) total = _mm256_add_epi32(total, isum[r][t][1]);
+        acc[r][t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(dw[t], dx), acc[r][t]);
       }
     }
   }

@@ -151,14 +151,16 @@ void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y
   }
   if (interleaved) {
     // w: ceil(n / 8) tiles of 8 interleaved rows (weight_layout.h), one per unit of the thread
-    // partition. Each run of `max_tiles` tiles is read from memory once and stays in L1 while
-    // every run of mr rows of x sweeps it.
+    // partition. Each run of tiles is read from memory once and stays in L1 while every run of
+    // mr rows of x sweeps it; a lone row (decode) streams one tile at a time (measured faster
+    // than two: kernels_quant_matmul_bench, m = 1).
     const Interleaved8::Isa& tile = f.interleaved8->isa[static_cast<int>(isa)];
     const int64_t tile_bytes = kInterleaved8Rows * row_bytes;
+    const int run = m == 1 ? 1 : tile.max_tiles;
     static_assert(kRowUnit == kInterleaved8Rows);
     Run(units, pool, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; t += tile.max_tiles) {
-        const int tiles = static_cast<int>(std::min<int64_t>(tile.max_tiles, end - t));
+      for (int64_t t = begin; t < end; t += run) {
+        const int tiles = static_cast<int>(std::min<int64_t>(run, end - t));
         const int nr = static_cast<int>(std::min<int64_t>(8 * tiles, n - 8 * t));
         for (int64_t i = 0; i < m; i += tile.max_rows) {
           const int mr = static_cast<int>(std::min<int64_t>(tile.max_rows, m - i));
