@@ -7,6 +7,8 @@
 //
 // A weight matrix [n, k] of a format is n rows of k / block_values blocks each, row-major,
 // RowBytes(format, k) bytes per row: exactly the bytes of a GGUF tensor (or a row range of it).
+// The kernels read it in that layout, except a format with an Interleaved8 (Q8_0), whose rows
+// are packed 8 at a time at load (weight_layout.h converts).
 //
 // Tiles. Integer formats take x quantised per row to Q8 blocks (q8_activations.h); float
 // formats take x as f32. A tile computes y[i, j] = dot(x row i, w row j) over a few rows of x
