@@ -12,6 +12,7 @@
 #include "benchmark/benchmark.h"
 #include "kernels/cpu/quant/formats.h"
 #include "kernels/cpu/quant/quant_matmul.h"
+#include "kernels/cpu/quant/weight_layout.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace {
@@ -45,10 +46,12 @@ void BM_QuantMatmul(benchmark::State& state) {
     state.SkipWithError("no AVX-512 VNNI on this machine");
     return;
   }
-  const int64_t weight_bytes = n * k::RowBytes(format, cols);
+  // In the kernel layout (weight_layout.h: Q8_0 interleaved), as a worker holds them.
+  const int64_t weight_bytes = k::LayoutBytes(format, n, cols);
   const int64_t copies = std::max<int64_t>(1, kWorkingSetBytes / weight_bytes);
-  std::vector<uint8_t> w = RandomWeights(format, n, cols);  // [copies, n, row]
-  w.resize(static_cast<size_t>(copies * weight_bytes));
+  const std::vector<uint8_t> rows = RandomWeights(format, n, cols);
+  std::vector<uint8_t> w(static_cast<size_t>(copies * weight_bytes));  // [copies, layout]
+  k::ToLayout(format, rows.data(), n, cols, w.data());
   for (int64_t c = 1; c < copies; ++c) {
     std::memcpy(w.data() + c * weight_bytes, w.data(), static_cast<size_t>(weight_bytes));
   }

@@ -5,7 +5,8 @@
 // engine sees only this interface. Not thread-safe: one step at a time.
 //
 // Data types. Weight matrices are either a packed type the backend HoldsPacked() (the file's
-// own blocks, uploaded as they are) or weight_dtype() (dequantised at load); norm weights are f32.
+// own blocks, held in the order the backend's kernels read them) or weight_dtype() (dequantised
+// at load); norm weights are f32.
 // GEMM inputs (the normed hidden state, attention output, SwiGLU output) and the KV cache are
 // activation_dtype(). The residual stream and every GEMM output (QKV, the row-parallel partial
 // sums that are all-reduced, gate/up, logits) are f32.
@@ -56,8 +57,9 @@ class Backend {
 
   // Memory. Tensors stay valid until the backend is destroyed.
   virtual absl::StatusOr<Tensor> Allocate(int64_t rows, int64_t cols, DType dtype) = 0;
-  // Uploads host [t.rows, t.cols] of `host_dtype` into `t`: copied as is when host_dtype is
-  // t.dtype, converted when the backend can (f32 to bf16 on CUDA); InvalidArgument otherwise.
+  // Uploads host [t.rows, t.cols] of `host_dtype` into `t`: copied when host_dtype is t.dtype
+  // (packed types: the file's blocks, put in the backend's order for them), converted when the
+  // backend can (f32 to bf16 on CUDA); InvalidArgument otherwise.
   virtual absl::Status Upload(const void* host, DType host_dtype, Tensor t) = 0;
   // Downloads `t` as f32 into host [t.rows, t.cols]; waits for every op enqueued before.
   virtual absl::Status Download(const Tensor& t, float* host) = 0;

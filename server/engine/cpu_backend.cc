@@ -10,6 +10,7 @@
 #include "kernels/cpu/hash_uniform.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant/quant_matmul.h"
+#include "kernels/cpu/quant/weight_layout.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/swiglu.h"
 #include "server/engine/rope_params.h"
@@ -47,8 +48,10 @@ absl::StatusOr<Tensor> CpuBackend::Allocate(int64_t rows, int64_t cols, DType dt
     return absl::InvalidArgumentError(
         absl::StrCat("bad ", DTypeName(dtype), " tensor shape [", rows, ", ", cols, "]"));
   }
-  const Tensor t{nullptr, rows, cols, dtype};
-  const int64_t n = std::max<int64_t>(1, (t.bytes() + 3) / 4);
+  // Packed weights in the kernels' layout (weight_layout.h): the file's bytes, reordered.
+  const int64_t bytes = dtype == DType::kF32 ? rows * cols * 4
+                                             : k::LayoutBytes(FormatOf(dtype), rows, cols);
+  const int64_t n = std::max<int64_t>(1, (bytes + 3) / 4);
   // Value-initialised: fresh KV blocks and workspaces read as zeros, never garbage.
   std::unique_ptr<float[]> buffer(new (std::nothrow) float[n]());
   if (buffer == nullptr) {
@@ -67,7 +70,12 @@ absl::Status CpuBackend::Upload(const void* host, DType host_dtype, Tensor t) {
                                                    DTypeName(host_dtype), " to ",
                                                    DTypeName(t.dtype), " on upload"));
   }
-  std::memcpy(t.data, host, t.bytes());
+  if (t.dtype == DType::kF32) {
+    std::memcpy(t.data, host, t.bytes());
+  } else {
+    k::ToLayout(FormatOf(t.dtype), static_cast<const uint8_t*>(host), t.rows, t.cols,
+                static_cast<uint8_t*>(t.data));
+  }
   return absl::OkStatus();
 }
 
@@ -149,12 +157,10 @@ absl::Status CpuBackend::Embed(const Tensor& table, Tensor out) {
     return absl::OkStatus();
   }
   // A packed table: each wanted row decoded from its blocks.
-  const k::FormatKernels& format = k::FormatKernelsFor(FormatOf(table.dtype));
-  const int64_t row_bytes = DTypeRowBytes(table.dtype, table.cols);
   const auto* rows = static_cast<const uint8_t*>(table.data);
   for (int64_t i = 0; i < m; ++i) {
-    format.dequantize(rows + tokens_[i] * row_bytes, table.cols / format.block_values,
-                      F32(out) + i * table.cols);
+    k::DequantizeLayoutRows(FormatOf(table.dtype), rows, table.cols, tokens_[i], tokens_[i] + 1,
+                            F32(out) + i * table.cols);
   }
   return absl::OkStatus();
 }

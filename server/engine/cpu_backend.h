@@ -1,6 +1,7 @@
 // CpuBackend: the Backend of CPU workers: f32 activations and paged KV cache in host memory,
 // weights f32 or held packed in their file's blocks (F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
-// Q6_K; kernels/cpu/quant, on machines with AVX2, FMA and F16C), ops from kernels/cpu on a
+// Q6_K; kernels/cpu/quant, on machines with AVX2, FMA and F16C; Q8_0 rows interleaved 8 at a
+// time for its tiles, kernels/cpu/quant/weight_layout.h), ops from kernels/cpu on a
 // fixed ThreadPool. Not thread-safe (one step at a
 // time), like every Backend.
 #ifndef TPSERVE_SERVER_ENGINE_CPU_BACKEND_H_

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/quant/formats.h"
+#include "kernels/cpu/quant/weight_layout.h"
 #include "server/engine/cpu_backend.h"
 #include "server/model/gguf/dequantize.h"
 
@@ -119,11 +120,11 @@ std::vector<float> Values(const BlockSource& src, const std::string& name, model
   return v;
 }
 
-// The f32 values a packed tensor holds.
+// The f32 values a packed tensor holds (in the kernels' layout, weight_layout.h).
 std::vector<float> Held(const Tensor& t) {
-  const kernels::cpu::FormatKernels& f = kernels::cpu::FormatKernelsFor(FormatOf(t.dtype));
   std::vector<float> v(static_cast<size_t>(t.elements()));
-  f.dequantize(static_cast<const uint8_t*>(t.data), t.elements() / f.block_values, v.data());
+  kernels::cpu::DequantizeLayoutRows(FormatOf(t.dtype), static_cast<const uint8_t*>(t.data),
+                                     t.cols, 0, t.rows, v.data());
   return v;
 }
 

@@ -127,7 +127,8 @@ const FormatKernels kF32Kernels = {.format = WeightFormat::kF32,
                                    .dequantize = DequantizeF32,
                                    .tiles32 = nullptr,
                                    .quant_tile = nullptr,
-                                   .float_tile = nullptr};
+                                   .float_tile = nullptr,
+                                    .interleaved8 = nullptr};
 const FormatKernels kF16Kernels = {.format = WeightFormat::kF16,
                                    .name = "F16",
                                    .block_values = 1,
@@ -135,7 +136,8 @@ const FormatKernels kF16Kernels = {.format = WeightFormat::kF16,
                                    .dequantize = DequantizeF16,
                                    .tiles32 = nullptr,
                                    .quant_tile = nullptr,
-                                   .float_tile = HalfTileOf<F16Values>::Run};
+                                   .float_tile = HalfTileOf<F16Values>::Run,
+                                    .interleaved8 = nullptr};
 const FormatKernels kBF16Kernels = {.format = WeightFormat::kBF16,
                                     .name = "BF16",
                                     .block_values = 1,
@@ -143,6 +145,7 @@ const FormatKernels kBF16Kernels = {.format = WeightFormat::kBF16,
                                     .dequantize = DequantizeBF16,
                                     .tiles32 = nullptr,
                                     .quant_tile = nullptr,
-                                    .float_tile = HalfTileOf<Bf16Values>::Run};
+                                    .float_tile = HalfTileOf<Bf16Values>::Run,
+                                    .interleaved8 = nullptr};
 
 }  // namespace tpserve::kernels::cpu

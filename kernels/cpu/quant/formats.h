@@ -7,6 +7,8 @@
 //
 // A weight matrix [n, k] of a format is n rows of k / block_values blocks each, row-major,
 // RowBytes(format, k) bytes per row: exactly the bytes of a GGUF tensor (or a row range of it).
+// The kernels read it in that layout, except a format with an Interleaved8 (Q8_0), whose rows
+// are packed 8 at a time at load (weight_layout.h converts).
 //
 // Tiles. Integer formats take x quantised per row to Q8 blocks (q8_activations.h); float
 // formats take x as f32. A tile computes y[i, j] = dot(x row i, w row j) over a few rows of x
@@ -63,15 +65,45 @@ using QuantTileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q
 using FloatTileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const float* x,
                              int64_t x_stride, int mr, int64_t k, float* y, int64_t ldy);
 
+// Formats whose tiles read their rows interleaved 8 at a time (interleaved8.h), in a layout
+// made at load: QuantMatmul takes w of such a format in that layout (weight_layout.h converts
+// the file's rows into it and reads rows back out).
+//   pack:           rows [n, k] in the file's layout -> ceil(n / 8) tiles of 8 rows (rows past
+//                   n zero), 8 * RowBytes(format, k) bytes each;
+//   dequantize_row: row r of a packed [*, k] -> k floats, as `dequantize` does the file's row;
+//   tile:           y[i * ldy + j] = dot(x row i, w row j) for i < mr (<= max_rows),
+//                   j < nr (<= 8 * tiles, tiles <= max_tiles); w: `tiles` consecutive tiles of
+//                   tile_bytes; x: mr rows of kb Q8Blocks, x_stride blocks apart; sums: each of
+//                   x's blocks' sum of quants, laid out as x.
+using PackRowsFn = void (*)(const uint8_t* rows, int64_t n, int64_t k, uint8_t* packed);
+using DequantizePackedRowFn = void (*)(const uint8_t* packed, int64_t k, int64_t row,
+                                       float* out);
+using Interleaved8TileFn = void (*)(const uint8_t* w, int64_t tile_bytes, int tiles,
+                                    const Q8Block* x, const int32_t* sums, int64_t x_stride,
+                                    int mr, int64_t kb, float* y, int64_t ldy, int nr);
+struct Interleaved8 {
+  PackRowsFn pack;
+  DequantizePackedRowFn dequantize_row;
+  struct Isa {
+    Interleaved8TileFn tile;
+    int max_rows;
+    int max_tiles;
+  };
+  Isa isa[kQuantIsaCount];  // indexed by QuantIsa
+};
+// Rows per interleaved tile.
+inline constexpr int64_t kInterleaved8Rows = 8;
+
 struct FormatKernels {
   WeightFormat format;
   const char* name;      // "Q4_1", ...
   int64_t block_values;  // 1 for F32/F16/BF16, 32 for Q*_0/Q4_1, 256 for K-quants
   int64_t block_bytes;
   DequantizeFn dequantize;
-  const Tiles32* tiles32;  // Q8_0, Q4_0, Q4_1, else null
+  const Tiles32* tiles32;  // Q4_0, Q4_1, else null
   QuantTileFn quant_tile;  // K-quants, else null
   FloatTileFn float_tile;  // float formats other than F32 (x as f32), else null
+  const Interleaved8* interleaved8;  // Q8_0: its rows packed for its tiles, else null
 };
 
 // The kernels of `format` (never null for a value of the enum).

@@ -41,6 +41,7 @@ const FormatKernels kQ4_0Kernels = {.format = WeightFormat::kQ4_0,
                                     .dequantize = DequantizeQ4_0,
                                     .tiles32 = &Tile32Of<Q4_0Block>::kTiles,
                                     .quant_tile = nullptr,
-                                    .float_tile = nullptr};
+                                    .float_tile = nullptr,
+                                    .interleaved8 = nullptr};
 
 }  // namespace tpserve::kernels::cpu

@@ -41,6 +41,7 @@ const FormatKernels kQ4_1Kernels = {.format = WeightFormat::kQ4_1,
                                     .dequantize = DequantizeQ4_1,
                                     .tiles32 = &Tile32Of<Q4_1Block>::kTiles,
                                     .quant_tile = nullptr,
-                                    .float_tile = nullptr};
+                                    .float_tile = nullptr,
+                                    .interleaved8 = nullptr};
 
 }  // namespace tpserve::kernels::cpu

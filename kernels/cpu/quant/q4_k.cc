@@ -61,6 +61,7 @@ const FormatKernels kQ4_KKernels = {.format = WeightFormat::kQ4_K,
                                     .dequantize = DequantizeQ4_K,
                                     .tiles32 = nullptr,
                                     .quant_tile = TileKOf<Q4_KFormat>::Run,
-                                    .float_tile = nullptr};
+                                    .float_tile = nullptr,
+                                    .interleaved8 = nullptr};
 
 }  // namespace tpserve::kernels::cpu

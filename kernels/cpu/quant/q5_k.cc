@@ -77,6 +77,7 @@ const FormatKernels kQ5_KKernels = {.format = WeightFormat::kQ5_K,
                                     .dequantize = DequantizeQ5_K,
                                     .tiles32 = nullptr,
                                     .quant_tile = TileKOf<Q5_KFormat>::Run,
-                                    .float_tile = nullptr};
+                                    .float_tile = nullptr,
+                                    .interleaved8 = nullptr};
 
 }  // namespace tpserve::kernels::cpu

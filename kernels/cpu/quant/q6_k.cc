@@ -106,6 +106,7 @@ const FormatKernels kQ6_KKernels = {.format = WeightFormat::kQ6_K,
                                     .dequantize = DequantizeQ6_K,
                                     .tiles32 = nullptr,
                                     .quant_tile = TileKOf<Q6_KFormat>::Run,
-                                    .float_tile = nullptr};
+                                    .float_tile = nullptr,
+                                    .interleaved8 = nullptr};
 
 }  // namespace tpserve::kernels::cpu

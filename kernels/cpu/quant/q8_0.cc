@@ -1,10 +1,12 @@
 // Q8_0. block_q8_0 (34 bytes, 32 values): f16 d; int8 qs[32]. Value j = qs[j] * d.
+// Its tiles read its rows interleaved 8 at a time (interleaved8.h), packed at load.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cpu/quant/block_dot.h"
 #include "kernels/cpu/quant/formats.h"
-#include "kernels/cpu/quant/tile32.h"
+#include "kernels/cpu/quant/interleaved8.h"
 
 namespace tpserve::kernels::cpu {
 namespace {
@@ -17,20 +19,6 @@ void DequantizeQ8_0(const uint8_t* src, int64_t n_blocks, float* dst) {
     for (int j = 0; j < 32; ++j) dst[j] = static_cast<float>(qs[j]) * d;
   }
 }
-
-struct Q8_0Block {
-  static constexpr int kBytes = 34;
-  static constexpr bool kSigned = true;
-  static constexpr bool kOffset = false;
-  static __m256i Quants(const uint8_t* blk) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-  }
-  static __m256i Group4(const uint8_t* blk, int g) { return Broadcast4(blk + 2 + 4 * g); }
-  static void Scales(__m256i raw, __m256* d, __m256* m) {
-    *d = LowHalvesToFloat(raw);
-    *m = _mm256_setzero_ps();
-  }
-};
 
 }  // namespace
 
@@ -53,8 +41,9 @@ const FormatKernels kQ8_0Kernels = {.format = WeightFormat::kQ8_0,
                                     .block_values = 32,
                                     .block_bytes = 34,
                                     .dequantize = DequantizeQ8_0,
-                                    .tiles32 = &Tile32Of<Q8_0Block>::kTiles,
+                                    .tiles32 = nullptr,
                                     .quant_tile = nullptr,
-                                    .float_tile = nullptr};
+                                    .float_tile = nullptr,
+                                    .interleaved8 = &Interleaved8Q8_0::kLayout};
 
 }  // namespace tpserve::kernels::cpu

@@ -46,6 +46,14 @@ void QuantizeRowsQ8(const float* x, int64_t m, int64_t k, Q8Block* out) {
   }
 }
 
+void SumQuants(const Q8Block* blocks, int64_t count, int32_t* sums) {
+  for (int64_t b = 0; b < count; ++b) {
+    int32_t sum = 0;
+    for (int l = 0; l < 32; ++l) sum += blocks[b].q[l];
+    sums[b] = sum;
+  }
+}
+
 void InterleaveRows8(const Q8Block* rows, int64_t kb, Q8Block8* out) {
   for (int64_t b = 0; b < kb; ++b) {
     Q8Block8& o = out[b];

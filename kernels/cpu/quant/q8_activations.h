@@ -35,6 +35,10 @@ static_assert(sizeof(Q8Block8) == 352);
 // Rounds to nearest, ties to even.
 void QuantizeRowsQ8(const float* x, int64_t m, int64_t k, Q8Block* out);
 
+// sums[b] = the sum of blocks[b]'s 32 quants, for b < count (the interleaved tiles' VNNI
+// products take it back from their unsigned form).
+void SumQuants(const Q8Block* blocks, int64_t count, int32_t* sums);
+
 // Interleaves rows [0, 8) of rows: [8, kb] blocks (row stride kb) into out: [kb].
 void InterleaveRows8(const Q8Block* rows, int64_t kb, Q8Block8* out);
 

@@ -128,12 +128,16 @@ void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y
   CHECK_EQ(k % 32, 0) << f.name << " rows of " << k << " values";
   const int64_t kb = k / 32;
   const int64_t groups = f.tiles32 != nullptr ? m / 8 : 0;
+  const bool interleaved = f.interleaved8 != nullptr;
   scratch->rows.resize(static_cast<size_t>(m * kb));
   scratch->groups.resize(static_cast<size_t>(groups * kb));
+  scratch->sums.resize(static_cast<size_t>(interleaved ? m * kb : 0));
   Q8Block* xq = scratch->rows.data();
   Q8Block8* xg = scratch->groups.data();
+  int32_t* sums = scratch->sums.data();
   auto quantize = [&](int64_t r0, int64_t r1) {
     QuantizeRowsQ8(x + r0 * k, r1 - r0, k, xq + r0 * kb);
+    if (interleaved) SumQuants(xq + r0 * kb, (r1 - r0) * kb, sums + r0 * kb);
     for (int64_t g = (r0 + 7) / 8; g < std::min(groups, r1 / 8); ++g) {
       InterleaveRows8(xq + 8 * g * kb, kb, xg + g * kb);
     }
@@ -144,6 +148,28 @@ void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y
     });
   } else {
     quantize(0, m);
+  }
+  if (interleaved) {
+    // w: ceil(n / 8) tiles of 8 interleaved rows (weight_layout.h), one per unit of the thread
+    // partition. Each run of tiles is read from memory once and stays in L1 while every run of
+    // mr rows of x sweeps it; a lone row (decode) streams one tile at a time (measured faster
+    // than two: kernels_quant_matmul_bench, m = 1).
+    const Interleaved8::Isa& tile = f.interleaved8->isa[static_cast<int>(isa)];
+    const int64_t tile_bytes = kInterleaved8Rows * row_bytes;
+    const int run = m == 1 ? 1 : tile.max_tiles;
+    static_assert(kRowUnit == kInterleaved8Rows);
+    Run(units, pool, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; t += run) {
+        const int tiles = static_cast<int>(std::min<int64_t>(run, end - t));
+        const int nr = static_cast<int>(std::min<int64_t>(8 * tiles, n - 8 * t));
+        for (int64_t i = 0; i < m; i += tile.max_rows) {
+          const int mr = static_cast<int>(std::min<int64_t>(tile.max_rows, m - i));
+          tile.tile(w + t * tile_bytes, tile_bytes, tiles, xq + i * kb, sums + i * kb, kb, mr, kb,
+                    y + i * n + 8 * t, n, nr);
+        }
+      }
+    });
+    return;
   }
   if (f.tiles32 == nullptr) {
     CHECK(f.quant_tile != nullptr) << "no tile for " << f.name;

@@ -29,12 +29,14 @@ QuantIsa BestQuantIsa();
 struct QuantScratch {
   std::vector<Q8Block> rows;     // [m, k / 32]
   std::vector<Q8Block8> groups;  // [m / 8, k / 32]: rows 8g .. 8g+7 interleaved
+  std::vector<int32_t> sums;     // [m, k / 32]: each row block's sum of quants (interleaved8)
 };
 
 // y = x · wᵀ.
 //   x: [m, k] f32 row-major; k a multiple of the format's block size (and of 32 for the
 //      integer formats)
-//   w: [n, RowBytes(format, k)] bytes
+//   w: [n, k] in the format's kernel layout (weight_layout.h: the file's rows, n *
+//      RowBytes(format, k) bytes, or Q8_0's interleaved tiles)
 //   y: [m, n] f32; must not alias x or w
 // scratch holds the quantised activations between calls (resized as needed). pool may be
 // null (runs on the calling thread). isa picks the integer tiles (the results are the same

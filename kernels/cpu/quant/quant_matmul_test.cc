@@ -1,11 +1,15 @@
 // QuantMatmul for every weight format against a plain scalar reference: the format's ggml
 // dequantisation (scalar, as in ggml-common) of w, the activations' own Q8 rounding (d * q) for
-// the integer formats, and a float64 dot product. Also: batch and thread invariance, bit for bit.
+// the integer formats, and a float64 dot product. Also: batch and thread invariance, bit for bit;
+// the kernel layout (weight_layout.h) against the file's rows.
+#include "kernels/cpu/quant/weight_layout.h"
+
 #include "kernels/cpu/quant/quant_matmul.h"
 
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -24,7 +28,8 @@ constexpr WeightFormat kFormats[] = {WeightFormat::kF16,  WeightFormat::kBF16, W
                                      WeightFormat::kQ5_K, WeightFormat::kQ6_K};
 
 bool IsInteger(WeightFormat f) {
-  return FormatKernelsFor(f).quant_tile != nullptr || FormatKernelsFor(f).tiles32 != nullptr;
+  const FormatKernels& k = FormatKernelsFor(f);
+  return k.quant_tile != nullptr || k.tiles32 != nullptr || k.interleaved8 != nullptr;
 }
 
 void PutHalf(uint8_t* p, float v) {
@@ -81,6 +86,14 @@ std::vector<uint8_t> RandomRows(WeightFormat format, int64_t n, int64_t k, uint3
   return w;
 }
 
+// w [n, k] of the file's layout in the layout QuantMatmul reads.
+std::vector<uint8_t> Layout(WeightFormat format, const std::vector<uint8_t>& rows, int64_t n,
+                            int64_t k) {
+  std::vector<uint8_t> out(static_cast<size_t>(LayoutBytes(format, n, k)));
+  ToLayout(format, rows.data(), n, k, out.data());
+  return out;
+}
+
 // The activations as the integer tiles see them (Q8-rounded), or x itself.
 std::vector<float> EffectiveX(WeightFormat format, const std::vector<float>& x, int64_t m,
                               int64_t k) {
@@ -103,7 +116,7 @@ void CheckAgainstReference(WeightFormat format, int64_t m, int64_t n, int64_t k,
   const std::vector<float> xe = EffectiveX(format, x, m, k);
   std::vector<float> y(static_cast<size_t>(m * n));
   QuantScratch scratch;
-  QuantMatmul(format, x.data(), w.data(), y.data(), m, n, k, pool, &scratch);
+  QuantMatmul(format, x.data(), Layout(format, w, n, k).data(), y.data(), m, n, k, pool, &scratch);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double dot = 0.0, abs_dot = 0.0;
@@ -136,7 +149,7 @@ TEST_P(QuantMatmulTest, MatchesScalarReferenceOverShapes) {
   const WeightFormat format = GetParam();
   const int64_t bv = std::max<int64_t>(32, FormatKernelsFor(format).block_values);
   ThreadPool pool(2);
-  for (int64_t m : {1, 2, 3, 4, 5, 9}) {
+  for (int64_t m : {1, 2, 3, 4, 5, 9, 13}) {
     for (int64_t n : {1, 3, 5, 17, 64}) {
       for (int64_t k : {bv, 3 * bv}) CheckAgainstReference(format, m, n, k, &pool);
     }
@@ -159,7 +172,7 @@ TEST_P(QuantMatmulTest, BatchAndThreadInvariant) {
   const int64_t k = 2 * std::max<int64_t>(32, FormatKernelsFor(format).block_values);
   const int64_t m = 37, n = 45;
   const std::vector<float> x = RandomVector(m * k, 3);  // [m, k]
-  const std::vector<uint8_t> w = RandomRows(format, n, k, 4);
+  const std::vector<uint8_t> w = Layout(format, RandomRows(format, n, k, 4), n, k);
   std::vector<float> batch(m * n);
   QuantScratch scratch;
   ThreadPool three(3);
@@ -179,7 +192,10 @@ TEST_P(QuantMatmulTest, BatchAndThreadInvariant) {
 // batches (whole interleaved groups and the rows past them).
 TEST_P(QuantMatmulTest, InstructionSetsAgree) {
   const WeightFormat format = GetParam();
-  if (FormatKernelsFor(format).tiles32 == nullptr) GTEST_SKIP() << "one instruction set";
+  if (FormatKernelsFor(format).tiles32 == nullptr &&
+      FormatKernelsFor(format).interleaved8 == nullptr) {
+    GTEST_SKIP() << "one instruction set";
+  }
   if (BestQuantIsa() != QuantIsa::kAvx512Vnni) GTEST_SKIP() << "no AVX-512 VNNI here";
   const int64_t k = 5 * 32;
   const int64_t n = 29;
@@ -187,7 +203,7 @@ TEST_P(QuantMatmulTest, InstructionSetsAgree) {
   QuantScratch scratch;
   for (int64_t m : {1, 3, 8, 19}) {
     const std::vector<float> x = RandomVector(m * k, 5);
-    const std::vector<uint8_t> w = RandomRows(format, n, k, 6);
+    const std::vector<uint8_t> w = Layout(format, RandomRows(format, n, k, 6), n, k);
     std::vector<float> avx2(m * n), vnni(m * n);
     QuantMatmul(format, x.data(), w.data(), avx2.data(), m, n, k, &two, &scratch, QuantIsa::kAvx2);
     QuantMatmul(format, x.data(), w.data(), vnni.data(), m, n, k, &two, &scratch,
@@ -196,10 +212,65 @@ TEST_P(QuantMatmulTest, InstructionSetsAgree) {
   }
 }
 
+// The kernel layout holds the file's values: its rows read back as the file's rows decode, for
+// row counts on and off whole tiles, and it takes the file's bytes (whole tiles of rows).
+TEST_P(QuantMatmulTest, LayoutKeepsTheRows) {
+  const WeightFormat format = GetParam();
+  const FormatKernels& f = FormatKernelsFor(format);
+  const int64_t k = 3 * std::max<int64_t>(32, f.block_values);
+  for (int64_t n : {1, 7, 8, 9, 21}) {
+    const std::vector<uint8_t> rows = RandomRows(format, n, k, static_cast<uint32_t>(11 + n));
+    const std::vector<uint8_t> w = Layout(format, rows, n, k);
+    const int64_t whole = f.interleaved8 != nullptr ? (n + 7) / 8 * 8 : n;
+    EXPECT_EQ(static_cast<int64_t>(w.size()), whole * RowBytes(format, k));
+    std::vector<float> want(static_cast<size_t>(n * k)), got(static_cast<size_t>(n * k));
+    f.dequantize(rows.data(), n * k / f.block_values, want.data());
+    DequantizeLayoutRows(format, w.data(), k, 0, n, got.data());
+    ASSERT_TRUE(BitEqual(want.data(), got.data(), n * k)) << f.name << " n=" << n;
+    // One row alone, as an embedding lookup reads it.
+    std::vector<float> row(static_cast<size_t>(k));
+    DequantizeLayoutRows(format, w.data(), k, n - 1, n, row.data());
+    ASSERT_TRUE(BitEqual(want.data() + (n - 1) * k, row.data(), k)) << f.name << " n=" << n;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, QuantMatmulTest, ::testing::ValuesIn(kFormats),
                          [](const ::testing::TestParamInfo<WeightFormat>& info) {
                            return std::string(FormatKernelsFor(info.param).name);
                          });
+
+// Q8_0's tiles follow the scalar sequence their comment promises (interleaved8.h), bit for bit:
+// per output, acc = fma(float(exact block sum), d_w * d_x, acc) over the blocks in order.
+TEST(Interleaved8Test, FollowsTheScalarSequenceBitForBit) {
+  const int64_t m = 11, n = 19, k = 7 * 32, kb = k / 32;
+  const std::vector<float> x = RandomVector(m * k, 21);
+  const std::vector<uint8_t> rows = RandomRows(WeightFormat::kQ8_0, n, k, 22);
+  std::vector<Q8Block> xq(static_cast<size_t>(m * kb));
+  QuantizeRowsQ8(x.data(), m, k, xq.data());
+  const std::vector<uint8_t> w = Layout(WeightFormat::kQ8_0, rows, n, k);
+  ThreadPool two(2);
+  QuantScratch scratch;
+  for (QuantIsa isa : {QuantIsa::kAvx2, QuantIsa::kAvx512Vnni}) {
+    if (isa == QuantIsa::kAvx512Vnni && BestQuantIsa() != QuantIsa::kAvx512Vnni) continue;
+    std::vector<float> y(static_cast<size_t>(m * n));
+    QuantMatmul(WeightFormat::kQ8_0, x.data(), w.data(), y.data(), m, n, k, &two, &scratch, isa);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        float acc = 0.0f;
+        for (int64_t b = 0; b < kb; ++b) {
+          const uint8_t* blk = rows.data() + (j * kb + b) * 34;
+          const Q8Block& xb = xq[i * kb + b];
+          int32_t isum = 0;
+          for (int l = 0; l < 32; ++l) isum += static_cast<int8_t>(blk[2 + l]) * xb.q[l];
+          acc = std::fma(static_cast<float>(isum), LoadF16(blk) * xb.d, acc);
+        }
+        ASSERT_EQ(std::memcmp(&acc, &y[i * n + j], sizeof(float)), 0)
+            << "isa " << static_cast<int>(isa) << " at (" << i << ", " << j << "): " << acc
+            << " vs " << y[i * n + j];
+      }
+    }
+  }
+}
 
 TEST(QuantizeRowsQ8Test, RoundsToNearestWithSums) {
   std::vector<float> x(64, 0.0f);

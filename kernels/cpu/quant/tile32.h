@@ -1,10 +1,10 @@
 // File: kernels/cpu/quant/tile32.h
 //
-// The tiles of the integer formats with 32-value blocks (Q8_0, Q4_0, Q4_1), for each
-// instruction set the machine may have (QuantIsa: AVX2, or AVX-512 VNNI). Header-only; included
-// only by the formats' own .cc files, compiled with -mavx2 -mfma -mf16c -ffp-contract=off; the
-// VNNI instantiations turn on AVX-512 per function (gnu::target), so a machine without it never
-// runs them.
+// The tiles of the integer formats with 32-value blocks in their file's layout (Q4_0, Q4_1; Q8_0
+// has its interleaved layout, interleaved8.h), for each instruction set the machine may have
+// (QuantIsa: AVX2, or AVX-512 VNNI). Header-only; included only by the formats' own .cc
+// files, compiled with -mavx2 -mfma -mf16c -ffp-contract=off; the VNNI instantiations turn on
+// AVX-512 per function (gnu::target), so a machine without it never runs them.
 //
 // A format's Block (one per format file) provides:
 //   kBytes                     bytes per block;
