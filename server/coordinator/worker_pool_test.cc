@@ -52,6 +52,7 @@ class StallingCommunicator final : public comm::Communicator {
 };
 
 std::unique_ptr<worker::WorkerServer> StartWorker(worker::WorkerServiceOptions options = {}) {
+  options.model_root = *worker::ModelRoot::Open("/");  // the test models live anywhere
   auto server = worker::WorkerServer::Start("127.0.0.1:0", std::move(options));
   EXPECT_TRUE(server.ok()) << server.status();
   return *std::move(server);
