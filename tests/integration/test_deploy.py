@@ -105,6 +105,7 @@ def test_compose_config_cpu():
         command = tpserve[w]["command"]
         assert command[0] == "worker"
         assert "--listen=0.0.0.0:7001" in command and "--metrics_port=9091" in command
+        _assert_worker_cluster_tls(config, tpserve[w])
     coordinator = tpserve["coordinator"]
     assert coordinator["depends_on"] == {"worker0": {"condition": "service_healthy"},
                                          "worker1": {"condition": "service_healthy"}}
@@ -126,6 +127,31 @@ def test_compose_config_cpu():
     assert "deploy/grafana/dashboards:/var/lib/grafana/dashboards" in mounts
 
 
+CLUSTER_FLAGS = ("--cluster_ca_file", "--cluster_cert_file", "--cluster_key_file")
+
+
+def _assert_cluster_flags(config, service, who):
+    """Mutual TLS between coordinator and workers: the three --cluster_* flags name Compose
+    secrets the service mounts, made from deploy/secrets/cluster-*."""
+    command = service["command"]
+    secrets = dict(zip(CLUSTER_FLAGS, ("tpserve_cluster_ca", f"tpserve_cluster_{who}_cert",
+                                       f"tpserve_cluster_{who}_key")))
+    mounted = {s["source"] if isinstance(s, dict) else s for s in service["secrets"]}
+    for flag, secret in secrets.items():
+        assert f"{flag}=/run/secrets/{secret}" in command, (who, flag)
+        assert secret in mounted, (who, secret)
+        assert "/deploy/secrets/cluster-" in config["secrets"][secret]["file"], secret
+
+
+def _assert_worker_cluster_tls(config, worker):
+    _assert_cluster_flags(config, worker, "worker")
+    assert "--model_root=/models" in worker["command"]
+    assert "--insecure_cluster" not in worker["command"]
+    # Its health check presents the worker's certificate (the port asks for one).
+    test = worker["healthcheck"]["test"]
+    assert "--tls_cert_file=/run/secrets/tpserve_cluster_worker_cert" in test, test
+
+
 def _assert_coordinator_security(config, coordinator):
     """TLS and API keys on the public port, from Compose secrets mounted at /run/secrets/,
     and the health check speaking TLS."""
@@ -140,6 +166,7 @@ def _assert_coordinator_security(config, coordinator):
         assert config["secrets"][name]["file"].startswith(str(REPO / "deploy" / "secrets")), name
     env = coordinator["environment"]
     assert env["TPSERVE_HEALTH_TLS_CA"] == "/run/secrets/tpserve_tls_ca"
+    _assert_cluster_flags(config, coordinator, "coordinator")
     assert env["TPSERVE_HEALTH_TLS_SERVER_NAME"]
     assert "--reflection" not in " ".join(coordinator["command"])
 
@@ -161,6 +188,8 @@ def test_compose_config_gpu_override():
     assert len(set(device_ids)) == 2, "each worker gets a GPU of its own"
     assert "--comm=nccl" in tpserve["coordinator"]["command"]
     _assert_coordinator_security(config, tpserve["coordinator"])
+    for w in ("worker0", "worker1"):
+        _assert_worker_cluster_tls(config, tpserve[w])
     assert tpserve["coordinator"]["build"]["target"] == "cpu"
     assert tpserve["coordinator"]["depends_on"]["worker0"]["condition"] == "service_healthy"
 

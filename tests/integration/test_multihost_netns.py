@@ -90,14 +90,16 @@ def worker_logs(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def workers(request, network, tpserve_bin, worker_logs):
+def workers(request, network, tpserve_bin, worker_logs, smollm_gguf):
     procs = []
     request.addfinalizer(lambda: stop(procs))
     addresses = [f"{ADDRESS[ns]}:{PORT}" for ns in WORKER_NS]
     for ns, address in zip(WORKER_NS, addresses):
         log = open(worker_logs / f"{ns}.log", "wb")
         procs.append(subprocess.Popen(
-            _in(ns, *_own_dev_shm(str(tpserve_bin), "worker", f"--listen={address}")),
+            # Plaintext on purpose: each namespace is a private network of this test alone.
+            _in(ns, *_own_dev_shm(str(tpserve_bin), "worker", f"--listen={address}",
+                                  "--insecure_cluster", f"--model_root={smollm_gguf.parent}")),
             stdout=subprocess.DEVNULL, stderr=log))
         log.close()
     # Health is probed from the coordinator's namespace: the only place that reaches them.
