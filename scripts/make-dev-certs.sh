@@ -10,8 +10,8 @@
 # cluster-ca.key), a worker certificate (cluster-worker.crt/.key: serverAuth and clientAuth,
 # the latter for the workers' own health checks; SANs: every name the coordinator dials a
 # worker by for WORKERS ranks (default 2): worker<r> (Compose),
-# tpserve-worker-<r>.tpserve-worker(.<namespace>.svc(.cluster.local)) (Kubernetes), plus
-# localhost and 127.0.0.1) and a coordinator certificate (cluster-coordinator.crt/.key,
+# tpserve-worker-<r>.tpserve-worker(.<namespace>.svc(.cluster.local)) (Kubernetes),
+# *.tpserve.<namespace> (deploy/k8s/lws), plus localhost and 127.0.0.1) and a coordinator certificate (cluster-coordinator.crt/.key,
 # clientAuth).
 #
 #   scripts/make-dev-certs.sh [DIR]
@@ -43,7 +43,7 @@ rm -f tls.csr tls.ext
 # The cluster's own CA and certificates.
 openssl req -x509 "${ec[@]}" -keyout cluster-ca.key -out cluster-ca.crt \
   -subj "/CN=tpserve dev cluster CA" -days "$days" 2>/dev/null
-sans="DNS:localhost,IP:127.0.0.1"
+sans="DNS:localhost,IP:127.0.0.1,DNS:*.tpserve.$ns"  # the last: LeaderWorkerSet pods
 for ((r = 0; r < ${WORKERS:-2}; r++)); do
   w="tpserve-worker-$r.tpserve-worker"
   sans="$sans,DNS:worker$r,DNS:$w,DNS:$w.$ns.svc,DNS:$w.$ns.svc.cluster.local"
