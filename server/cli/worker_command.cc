@@ -9,6 +9,7 @@
 #include "glog/logging.h"
 #include "server/common/cluster_tls.h"
 #include "server/common/metrics_server.h"
+#include "server/worker/model_root.h"
 #include "server/worker/worker_metrics.h"
 #include "server/worker/worker_server.h"
 

@@ -68,8 +68,9 @@ class ClusterHandshake : public ::testing::Test {
     ca_file_ = std::make_unique<PemFile>("ca.pem", ca_->cert_pem());
     cert_file_ = std::make_unique<PemFile>("cert.pem", worker->cert);
     key_file_ = std::make_unique<PemFile>("key.pem", worker->key);
+    const ClusterTlsOptions files{ca_file_->path(), cert_file_->path(), key_file_->path()};
     absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-        MakeClusterServerCredentials({ca_file_->path(), cert_file_->path(), key_file_->path()});
+        MakeClusterServerCredentials(files);
     ASSERT_TRUE(credentials.ok()) << credentials.status();
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", *credentials, &port_);
@@ -115,8 +116,8 @@ TEST_F(ClusterHandshake, RightCertificateReachesTheService) {
 }
 
 TEST_F(ClusterHandshake, FilesGiveTheSameCredentials) {
-  auto credentials =
-      MakeClusterChannelCredentials({ca_file_->path(), cert_file_->path(), key_file_->path()});
+  const ClusterTlsOptions files{ca_file_->path(), cert_file_->path(), key_file_->path()};
+  auto credentials = MakeClusterChannelCredentials(files);
   ASSERT_TRUE(credentials.ok()) << credentials.status();
   EXPECT_EQ(Call("127.0.0.1", *credentials), grpc::StatusCode::UNIMPLEMENTED);
 }

@@ -121,12 +121,27 @@ def _wait_listening(pid, timeout_s=30.0):
     raise TimeoutError(f"pid {pid} listens on nothing after {timeout_s}s")
 
 
+def _flag_of(pid, name):
+    """The value of --NAME=VALUE on the command line of process `pid`."""
+    args = open(f"/proc/{pid}/cmdline", "rb").read().decode().split("\0")
+    return next(a.split("=", 1)[1] for a in args if a.startswith(f"--{name}="))
+
+
+def _serve_worker_port(pid):
+    """The port a `serve` worker listens on, from the port file serve gave it."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            return int(open(_flag_of(pid, "port_file")).read())
+        except (FileNotFoundError, ValueError):
+            time.sleep(0.1)
+    raise TimeoutError(f"worker {pid} wrote no port file")
+
+
 def _cluster_ca_of(worker_pid):
     """The CA certificate a `serve` worker trusts: --cluster_ca_file=/proc/self/fd/N names a
     memfd it inherited, read here through /proc/PID/fd/N (same user)."""
-    args = open(f"/proc/{worker_pid}/cmdline", "rb").read().split(b"\0")
-    ca = next(a for a in args if a.startswith(b"--cluster_ca_file="))
-    fd = ca.split(b"/")[-1].decode()
+    fd = _flag_of(worker_pid, "cluster_ca_file").split("/")[-1]
     return open(f"/proc/{worker_pid}/fd/{fd}", "rb").read()
 
 
@@ -154,7 +169,7 @@ class Hammer:
                 self.codes[(name, code)] = self.codes.get((name, code), 0) + 1
                 if message is not None:
                     self.messages.append((address, name, message))
-            time.sleep(0.02)
+            time.sleep(0.05)
 
     def __enter__(self):
         for t in self._threads:
@@ -171,9 +186,9 @@ def test_hijack_during_rebuild_gets_nothing(request, tmp_path_factory, tpserve_b
                                             smollm_gguf, certs):
     server = _serve(request, tmp_path_factory, tpserve_bin, smollm_gguf, "hijack")
     workers = [pid for pid, _ in server.workers]
-    ports = [port for pid in workers for ip, port in _wait_listening(pid)]
-    assert len(ports) == TP, ports
-    for pid in workers:
+    ports = [_serve_worker_port(pid) for pid in workers]
+    for pid, port in zip(workers, ports):
+        assert ("127.0.0.1", port) in _wait_listening(pid)
         assert all(ip == "127.0.0.1" for ip, _ in _listening(pid)), _listening(pid)
     addresses = [f"127.0.0.1:{p}" for p in ports]
     ca_pem = _cluster_ca_of(workers[0])
@@ -213,7 +228,11 @@ def test_hijack_during_rebuild_gets_nothing(request, tmp_path_factory, tpserve_b
             time.sleep(0.2)
     assert hammer.messages == [], hammer.messages[:3]
     assert hammer.attempts >= 3 * len(addresses) * len(clients), hammer.codes
-    assert {code for (_, code) in hammer.codes} == {grpc.StatusCode.UNAVAILABLE}, hammer.codes
+    # Refused at the handshake (or, on a loaded machine, still handshaking at the deadline):
+    # never an answer of the Worker service (FAILED_PRECONDITION, OK, ...).
+    codes = {code for (_, code) in hammer.codes}
+    assert codes <= {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}, hammer.codes
+    assert grpc.StatusCode.UNAVAILABLE in codes, hammer.codes
     for i, ((ids, reason), want) in enumerate(zip(got, undisturbed)):
         assert ids == want, f"request {i} changed across the worker's death"
         assert reason == LENGTH
@@ -284,10 +303,35 @@ def test_generate_over_mutual_tls_and_refused_without_it(request, tpserve_bin, s
 
 # --- loopback only without credentials ------------------------------------------------------
 
+def _host_address():
+    """A non-loopback IPv4 address of this host, or None."""
+    try:
+        out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"],
+                             capture_output=True, text=True, timeout=10).stdout
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        return None
+    for line in out.splitlines():
+        fields = line.split()
+        if "inet" in fields:
+            return fields[fields.index("inet") + 1].split("/")[0]
+    return None
+
+
+def _connects(address, port):
+    try:
+        socket.create_connection((address, port), timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+WILDCARD = ("0.0.0.0", "::")  # gRPC binds 0.0.0.0 as a dual-stack [::] where it can
+
+
 @pytest.mark.parametrize("flags,bound", [
-    ([], "127.0.0.1"),
-    (["--insecure_cluster"], "0.0.0.0"),
-    ("credentials", "0.0.0.0"),
+    ([], ("127.0.0.1",)),
+    (["--insecure_cluster"], WILDCARD),
+    ("credentials", WILDCARD),
 ], ids=["no-credentials", "insecure-cluster", "credentials"])
 def test_worker_binds_loopback_without_credentials(request, tmp_path, tpserve_bin, certs,
                                                    flags, bound):
@@ -298,7 +342,11 @@ def test_worker_binds_loopback_without_credentials(request, tmp_path, tpserve_bi
     proc = _worker(tpserve_bin, f"0.0.0.0:{port}", *flags, log=log)
     log.close()
     request.addfinalizer(lambda: stop([proc]))
-    assert _wait_listening(proc.pid) == [(bound, port)]
+    listening = _wait_listening(proc.pid)
+    assert listening and all(ip in bound and p == port for ip, p in listening), listening
+    other = _host_address()
+    if other is not None:  # reachable from another host's point of view only when asked for
+        assert _connects(other, port) == (bound == WILDCARD), (other, port)
     text = (tmp_path / "worker.log").read_text()
     if not flags:
         assert "loopback only" in text, text[-2000:]
