@@ -54,9 +54,10 @@ absl::StatusOr<std::unique_ptr<LocalClusterCredentials>> LocalClusterCredentials
   if (!coordinator.ok()) return coordinator.status();
   std::unique_ptr<LocalClusterCredentials> c(new LocalClusterCredentials());
   c->coordinator_ = {(*ca)->cert_pem(), coordinator->cert, coordinator->key};
-  for (auto [fd, name, text] : {std::tuple{&c->ca_fd_, "tpserve-cluster-ca", (*ca)->cert_pem()},
-                                std::tuple{&c->cert_fd_, "tpserve-worker-cert", worker->cert},
-                                std::tuple{&c->key_fd_, "tpserve-worker-key", worker->key}}) {
+  for (const auto& [fd, name, text] :
+       {std::tuple{&c->ca_fd_, "tpserve-cluster-ca", (*ca)->cert_pem()},
+        std::tuple{&c->cert_fd_, "tpserve-worker-cert", worker->cert},
+        std::tuple{&c->key_fd_, "tpserve-worker-key", worker->key}}) {
     absl::StatusOr<int> made = SealedMemfd(name, text);
     if (!made.ok()) return made.status();  // the destructor closes the others
     *fd = *made;

@@ -19,7 +19,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   // gRPC's default 4 MiB with long contexts and full batches. Bounded all the same.
   builder.SetMaxReceiveMessageSize(kMaxCoordinatorMessageBytes);
   if (credentials == nullptr) credentials = grpc::InsecureServerCredentials();
-  builder.AddListeningPort(listen, credentials, &s->port_);
+  builder.AddListeningPort(listen, std::move(credentials), &s->port_);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
