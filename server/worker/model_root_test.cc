@@ -40,8 +40,8 @@ class ModelRootTest : public ::testing::Test {
     EXPECT_EQ(resolved.status().code(), absl::StatusCode::kFailedPrecondition) << path;
     // The message repeats the path as given and nothing else that differs.
     std::string message(resolved.status().message());
-    const size_t at = message.find(path);
-    if (at != std::string::npos) message.replace(at, path.size(), "PATH");
+    const size_t at = message.find(absl::StrCat("'", path, "'"));
+    if (at != std::string::npos) message.replace(at + 1, path.size(), "PATH");
     return message;
   }
 
