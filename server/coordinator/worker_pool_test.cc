@@ -161,7 +161,7 @@ TEST(WorkerPoolTest, InitErrorsSurfaceWithTheRank) {
   absl::Status status = pool.Start();
   EXPECT_FALSE(status.ok());
   EXPECT_NE(status.message().find("rank 0"), std::string::npos) << status;
-  EXPECT_NE(status.message().find("not readable"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("is not a readable model"), std::string::npos) << status;
   EXPECT_TRUE(absl::IsUnavailable(pool.RunStep(PrefillStep(1)).status()));
 }
 
