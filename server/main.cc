@@ -23,7 +23,9 @@
 #include "server/common/flags/sampling_flags.h"
 #include "server/coordinator/worker_pool.h"
 
-ABSL_FLAG(std::string, model, "", "Model: a GGUF file or a Hugging Face directory");
+ABSL_FLAG(std::string, model, "",
+          "Model: a GGUF file or a Hugging Face directory (worker: only sets the default "
+          "--model_root; the coordinator names the model in Init)");
 ABSL_FLAG(std::string, prompt, "What is the capital of France?", "Prompt text");
 ABSL_FLAG(bool, chat, false,
           "generate/inspect: render the prompt as a user message through the chat template; "
@@ -81,6 +83,22 @@ ABSL_FLAG(int32_t, tls_refresh_interval_s, 60,
 ABSL_FLAG(std::string, api_key_file, "",
           "serve/coordinator: API keys, one per line (# comments); every Generation call must "
           "send 'authorization: Bearer KEY' (the file is re-read when it changes)");
+ABSL_FLAG(std::string, cluster_ca_file, "",
+          "worker/coordinator/generate --workers: PEM CA of the cluster; the peer's certificate "
+          "must chain to it (mutual TLS between coordinator and workers; give all three "
+          "--cluster_* files). serve makes its own for its local workers");
+ABSL_FLAG(std::string, cluster_cert_file, "",
+          "worker/coordinator/generate --workers: PEM certificate of this side, signed by "
+          "--cluster_ca_file (a worker's must name, as a DNS or IP subjectAltName, the host the "
+          "coordinator dials it by)");
+ABSL_FLAG(std::string, cluster_key_file, "",
+          "worker/coordinator/generate --workers: PEM private key of --cluster_cert_file");
+ABSL_FLAG(bool, insecure_cluster, false,
+          "worker: without cluster credentials, listen on --listen as given even when it is "
+          "not loopback (plaintext, unauthenticated: anyone who reaches the port can drive it)");
+ABSL_FLAG(std::string, model_root, "",
+          "worker: load models only from under this directory (default: the directory of "
+          "--model; with neither, every model is refused)");
 ABSL_FLAG(std::string, metrics_host, "",
           "serve/coordinator: address the /metrics endpoint binds (empty: the --host address)");
 ABSL_FLAG(uint32_t, max_input_tokens, 1024, "serve/coordinator: largest prompt, in tokens");
@@ -109,16 +127,20 @@ constexpr char kUsage[] =
     "  generate --model PATH --prompt TEXT [--chat] [--max_tokens N] [--temperature T]\n"
     "           [--top_k K] [--top_p P] [--min_p P] [--seed S] [--stop S,...]\n"
     "           [--stop_token_ids ID,...] [--ignore_eos] [--threads N] [--json] [--dequantize]\n"
-    "           [--workers HOST:PORT,... [--kv_budget_mb M] [--comm C]]   (on a world of workers)\n"
+    "           [--workers HOST:PORT,... [--kv_budget_mb M] [--comm C] [cluster]]\n"
+    "           (on a world of workers)\n"
     "  worker   --listen HOST:PORT [--port_file F] [--device N] [--dequantize]\n"
+    "           [--model_root DIR | --model PATH] [cluster | --insecure_cluster]\n"
     "           (until SIGINT/SIGTERM)\n"
     "  serve    --model PATH [--tp N] [--devices 0,1,...] [--comm auto|shm|gloo|nccl]\n"
     "           [--host H] [--port P] [--threads N] [--dequantize] [limits] [security]\n"
     "           (N local workers and the public API; SIGTERM drains)\n"
     "  coordinator --model PATH --workers HOST:PORT,... [--host H] [--port P] [limits]\n"
-    "           [security]\n"
+    "           [security] [cluster]\n"
     "  security: [--tls_cert_file F --tls_key_file F [--tls_client_ca_file F]]\n"
     "           [--api_key_file F] [--reflection] [--metrics_host H]\n"
+    "  cluster: --cluster_ca_file F --cluster_cert_file F --cluster_key_file F (mutual TLS\n"
+    "           between coordinator and workers; serve makes its own, in memory)\n"
     "flags may be written with dashes or underscores (--max-tokens = --max_tokens)\n";
 
 int Finish(const absl::Status& status) {
@@ -161,6 +183,11 @@ absl::StatusOr<tpserve::v1::CommBackend> CommBackendFromFlags(const std::vector<
   return distinct ? tpserve::v1::COMM_BACKEND_NCCL : tpserve::v1::COMM_BACKEND_SHM;
 }
 
+tpserve::ClusterTlsOptions ClusterTlsFromFlags() {
+  return {absl::GetFlag(FLAGS_cluster_ca_file), absl::GetFlag(FLAGS_cluster_cert_file),
+          absl::GetFlag(FLAGS_cluster_key_file)};
+}
+
 absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags(int argc, char** argv) {
   tpserve::cli::GenerateOptions o;
   o.model_path = absl::GetFlag(FLAGS_model);
@@ -191,6 +218,7 @@ absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags(int argc,
     o.workers = *std::move(list);
   }
   o.kv_budget_bytes = absl::GetFlag(FLAGS_kv_budget_mb) << 20;
+  o.cluster_tls = ClusterTlsFromFlags();
   absl::StatusOr<tpserve::v1::CommBackend> comm = CommBackendFromFlags({});
   if (!comm.ok()) return comm.status();
   o.comm = *comm;
@@ -231,6 +259,7 @@ absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {
   o.binary = "/proc/self/exe";
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.metrics_host = absl::GetFlag(FLAGS_metrics_host);
+  o.cluster_tls = ClusterTlsFromFlags();
   return o;
 }
 
@@ -282,10 +311,17 @@ int main(int argc, char** argv) {
     return Finish(tpserve::cli::RunGenerate(*options, std::cout));
   }
   if (command == "worker") {
-    return Finish(
-        tpserve::cli::RunWorker({absl::GetFlag(FLAGS_listen), absl::GetFlag(FLAGS_port_file),
-                                 absl::GetFlag(FLAGS_metrics_port), absl::GetFlag(FLAGS_device),
-                                 absl::GetFlag(FLAGS_dequantize)}));
+    tpserve::cli::WorkerCommandOptions options;
+    options.listen = absl::GetFlag(FLAGS_listen);
+    options.port_file = absl::GetFlag(FLAGS_port_file);
+    options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+    options.device = absl::GetFlag(FLAGS_device);
+    options.dequantize = absl::GetFlag(FLAGS_dequantize);
+    options.cluster_tls = ClusterTlsFromFlags();
+    options.insecure_cluster = absl::GetFlag(FLAGS_insecure_cluster);
+    options.model_root = absl::GetFlag(FLAGS_model_root);
+    options.model = absl::GetFlag(FLAGS_model);
+    return Finish(tpserve::cli::RunWorker(options));
   }
   if (command == "serve" || command == "coordinator") {
     if (absl::Status flags = CheckServeFlags(); !flags.ok()) return Finish(flags);

@@ -103,6 +103,7 @@ std::unique_ptr<coordinator::StepExecutor> MakeExecutor(const GenerateOptions& o
   }
   coordinator::WorkerPoolOptions pool;
   pool.workers = options.workers;
+  ASSIGN_OR_RETURN(pool.credentials, MakeClusterChannelCredentials(options.cluster_tls));
   pool.model_path = options.model_path;
   pool.vocab_size = static_cast<int32_t>(weights.config().vocab_size);
   pool.kv_budget_bytes = options.kv_budget_bytes;

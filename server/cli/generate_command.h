@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "server/common/cluster_tls.h"
 #include "server/engine/sampler.h"
 #include "tpserve/v1/worker.pb.h"
 
@@ -37,6 +38,7 @@ struct GenerateOptions {
   uint64_t kv_budget_bytes = 64ull << 20;  // remote mode: KV memory per worker
   // Remote mode: how the workers talk (AUTO: shared memory on one host, else Gloo).
   tpserve::v1::CommBackend comm = tpserve::v1::COMM_BACKEND_AUTO;
+  ClusterTlsOptions cluster_tls;  // remote mode: mutual TLS with the workers; none: plaintext
 };
 
 // Streams the generation to `out`. Errors (model, prompt, parameters) are the Status.

@@ -8,11 +8,20 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "server/cli/local_cluster_credentials.h"
 #include "server/cli/worker_processes.h"
 #include "server/common/server_tls.h"
 #include "server/common/status_macros.h"
+#include "server/worker/model_root.h"
 
 namespace tpserve::cli {
+namespace {
+
+// How long the certificates `serve` makes for its local workers are valid: they are made
+// anew at every start and trusted by no other process.
+constexpr absl::Duration kLocalCertificateValidity = absl::Hours(30 * 24);
+
+}  // namespace
 
 absl::Status RunServe(ServeOptions options) {
   sigset_t signals;
@@ -24,12 +33,27 @@ absl::Status RunServe(ServeOptions options) {
   }
   // A mistake in the TLS flags is reported before any worker starts.
   RETURN_IF_ERROR(CheckServerTls(options.coordinator.tls));
+  RETURN_IF_ERROR(CheckClusterTls(options.cluster_tls));
+  std::unique_ptr<LocalClusterCredentials> cluster;
   std::unique_ptr<WorkerProcesses> workers;
   if (options.coordinator.pool.workers.empty()) {
-    ASSIGN_OR_RETURN(workers,
-                     WorkerProcesses::Start(options.binary, options.tp, options.metrics_port,
-                                            absl::Seconds(60), options.devices));
+    if (options.cluster_tls.enabled()) {
+      return absl::InvalidArgumentError(
+          "serve makes its own cluster credentials for its local workers: --cluster_ca_file, "
+          "--cluster_cert_file and --cluster_key_file are for worker and coordinator");
+    }
+    ASSIGN_OR_RETURN(cluster, LocalClusterCredentials::Create(kLocalCertificateValidity));
+    std::vector<std::string> worker_args = cluster->worker_args();
+    worker_args.push_back(absl::StrCat(
+        "--model_root=", worker::ModelRoot::DefaultFor(options.coordinator.model_path)));
+    ASSIGN_OR_RETURN(workers, WorkerProcesses::Start(options.binary, options.tp,
+                                                     options.metrics_port, absl::Seconds(60),
+                                                     options.devices, std::move(worker_args)));
     options.coordinator.pool.workers = workers->addresses();
+    options.coordinator.pool.credentials = MakeClusterChannelCredentials(cluster->coordinator());
+  } else {
+    ASSIGN_OR_RETURN(options.coordinator.pool.credentials,
+                     MakeClusterChannelCredentials(options.cluster_tls));
   }
   if (options.metrics_port > 0) {
     const std::string& listen = options.coordinator.listen;
@@ -45,7 +69,11 @@ absl::Status RunServe(ServeOptions options) {
             << (options.coordinator.tls.enabled() ? "TLS" : "plaintext")
             << (options.coordinator.tls.client_ca_file.empty() ? "" : ", client certificates")
             << (options.coordinator.api_key_file.empty() ? "" : ", API keys")
-            << (options.coordinator.reflection ? ", reflection" : "") << ")";
+            << (options.coordinator.reflection ? ", reflection" : "") << "; workers over "
+            << (cluster != nullptr              ? "mutual TLS, ephemeral CA"
+                : options.cluster_tls.enabled() ? "mutual TLS"
+                                                : "plaintext")
+            << ")";
   // Until a signal, or until the engine gives up on the workers (then exit non-zero with why).
   constexpr timespec kFatalCheck = {0, 250'000'000};
   int signal = -1;

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "server/common/cluster_tls.h"
 #include "server/coordinator/coordinator_server.h"
 
 namespace tpserve::cli {
@@ -19,6 +20,9 @@ struct ServeOptions {
   int tp = 2;                                   // `serve`: local workers to start
   std::vector<int> devices;                     // `serve`: GPU of each worker; empty: CPU
   std::string binary;                           // `serve`: this program, to exec the workers
+  // `coordinator`: mutual TLS with the workers (--cluster_*); none: plaintext. `serve` makes
+  // its own (an ephemeral CA per start, LocalClusterCredentials) and refuses these.
+  ClusterTlsOptions cluster_tls;
   int metrics_port = 0;      // coordinator /metrics (0: none); `serve`'s rank r on +1+r
   std::string metrics_host;  // address the coordinator's /metrics binds; empty: listen's host
   absl::Duration drain_timeout = absl::Seconds(30);

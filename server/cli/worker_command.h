@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "server/common/cluster_tls.h"
 
 namespace tpserve::cli {
 
@@ -15,6 +16,13 @@ struct WorkerCommandOptions {
   int metrics_port = 0;     // Prometheus /metrics on the listen host at this port (0: none)
   int device = -1;          // CUDA ordinal to compute on; -1: the CPU
   bool dequantize = false;  // exact mode: dequantise weights at load, whatever Init says
+  // Mutual TLS with the coordinator; without it the worker listens on loopback only...
+  ClusterTlsOptions cluster_tls;
+  bool insecure_cluster = false;  // ... unless this is set (--insecure_cluster)
+  // Where Init's model_path may lead (--model_root); empty: the directory of `model`, and
+  // with neither every Init is refused.
+  std::string model_root;
+  std::string model;  // --model, only for the default model_root
 };
 
 // Blocks SIGINT/SIGTERM in the calling thread (call before any other thread starts), serves

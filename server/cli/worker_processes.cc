@@ -17,11 +17,9 @@
 
 namespace tpserve::cli {
 
-absl::StatusOr<std::unique_ptr<WorkerProcesses>> WorkerProcesses::Start(const std::string& binary,
-                                                                        int count,
-                                                                        int metrics_port_base,
-                                                                        absl::Duration timeout,
-                                                                        std::vector<int> devices) {
+absl::StatusOr<std::unique_ptr<WorkerProcesses>> WorkerProcesses::Start(
+    const std::string& binary, int count, int metrics_port_base, absl::Duration timeout,
+    std::vector<int> devices, std::vector<std::string> worker_args) {
   if (count < 1) return absl::InvalidArgumentError(absl::StrCat("--tp must be >= 1, got ", count));
   if (!devices.empty() && static_cast<int>(devices.size()) != count) {
     return absl::InvalidArgumentError(
@@ -31,8 +29,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcesses>> WorkerProcesses::Start(const st
   if (mkdtemp(pattern.data()) == nullptr) {
     return absl::InternalError(absl::StrCat("mkdtemp ", pattern, ": ", strerror(errno)));
   }
-  std::unique_ptr<WorkerProcesses> w(
-      new WorkerProcesses(binary, pattern, metrics_port_base, std::move(devices)));
+  std::unique_ptr<WorkerProcesses> w(new WorkerProcesses(
+      binary, pattern, metrics_port_base, std::move(devices), std::move(worker_args)));
   for (int rank = 0; rank < count; ++rank) {
     absl::StatusOr<pid_t> pid = w->Spawn(rank, 0);
     if (!pid.ok()) return pid.status();  // the destructor stops the others
@@ -96,6 +94,7 @@ absl::StatusOr<pid_t> WorkerProcesses::Spawn(int rank, int port) const {
   if (!devices_.empty()) {
     args.push_back(absl::StrCat("--device=", devices_[rank]));
   }
+  args.insert(args.end(), worker_args_.begin(), worker_args_.end());
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);
   for (std::string& a : args) argv.push_back(a.data());

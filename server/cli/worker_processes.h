@@ -26,10 +26,10 @@ class WorkerProcesses {
   // each to report its port. Call with SIGINT/SIGTERM blocked (children unblock them).
   // With `metrics_port_base` > 0, rank r serves its metrics on metrics_port_base + 1 + r.
   // `devices` empty: CPU workers; otherwise rank r computes on GPU devices[r] (count entries).
-  static absl::StatusOr<std::unique_ptr<WorkerProcesses>> Start(const std::string& binary,
-                                                                int count, int metrics_port_base,
-                                                                absl::Duration timeout,
-                                                                std::vector<int> devices = {});
+  // `worker_args` are given to every worker (cluster credentials, --model_root).
+  static absl::StatusOr<std::unique_ptr<WorkerProcesses>> Start(
+      const std::string& binary, int count, int metrics_port_base, absl::Duration timeout,
+      std::vector<int> devices = {}, std::vector<std::string> worker_args = {});
   ~WorkerProcesses();  // Stop()
 
   // "127.0.0.1:port" of each rank.
@@ -44,11 +44,12 @@ class WorkerProcesses {
     int restarts = 0;
   };
   WorkerProcesses(std::string binary, std::string dir, int metrics_port_base,
-                  std::vector<int> devices)
+                  std::vector<int> devices, std::vector<std::string> worker_args)
       : binary_(std::move(binary)),
         dir_(std::move(dir)),
         metrics_port_base_(metrics_port_base),
-        devices_(std::move(devices)) {}
+        devices_(std::move(devices)),
+        worker_args_(std::move(worker_args)) {}
 
   // Forks and execs rank `rank`'s worker on `port` (0: any; reported in its port file).
   absl::StatusOr<pid_t> Spawn(int rank, int port) const;
@@ -58,7 +59,8 @@ class WorkerProcesses {
   const std::string binary_;
   const std::string dir_;  // private temporary directory for the port files
   const int metrics_port_base_;
-  const std::vector<int> devices_;  // [count] GPU of each rank, or empty: CPU workers
+  const std::vector<int> devices_;              // [count] GPU of each rank, or empty: CPU workers
+  const std::vector<std::string> worker_args_;  // flags every worker gets
   mutable absl::Mutex mu_;
   std::vector<Child> children_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -60,23 +60,23 @@ absl::StatusOr<Cert> FirstCertificate(const char* flag, const std::string& path)
 }
 
 absl::Status CheckKeyPair(const ServerTlsOptions& o) {
-  absl::StatusOr<Cert> cert = FirstCertificate("--tls_cert_file", o.cert_file);
+  absl::StatusOr<Cert> cert = FirstCertificate(o.flags.cert, o.cert_file);
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> pem = ReadFile("--tls_key_file", o.key_file);
+  absl::StatusOr<std::string> pem = ReadFile(o.flags.key, o.key_file);
   if (!pem.ok()) return pem.status();
   Bio bio = MemoryBio(*pem);
   Pkey key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
   ERR_clear_error();
   if (key == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--tls_key_file: ", o.key_file,
+        absl::StrCat(o.flags.key, ": ", o.key_file,
                      " holds no unencrypted PEM private key (BEGIN PRIVATE KEY)"));
   }
   const bool match = X509_check_private_key(cert->get(), key.get()) == 1;
   ERR_clear_error();
   if (!match) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--tls_key_file: ", o.key_file, " is not the key of --tls_cert_file ", o.cert_file));
+        o.flags.key, ": ", o.key_file, " is not the key of ", o.flags.cert, " ", o.cert_file));
   }
   return absl::OkStatus();
 }
@@ -86,23 +86,25 @@ absl::Status CheckKeyPair(const ServerTlsOptions& o) {
 absl::Status CheckServerTls(const ServerTlsOptions& o) {
   if (!o.enabled()) {
     if (!o.client_ca_file.empty()) {
-      return absl::InvalidArgumentError(
-          "--tls_client_ca_file needs TLS: give --tls_cert_file and --tls_key_file too");
+      return absl::InvalidArgumentError(absl::StrCat(o.flags.client_ca, " needs TLS: give ",
+                                                     o.flags.cert, " and ", o.flags.key, " too"));
     }
     return absl::OkStatus();
   }
   if (o.cert_file.empty()) {
-    return absl::InvalidArgumentError("--tls_key_file is given without --tls_cert_file");
+    return absl::InvalidArgumentError(
+        absl::StrCat(o.flags.key, " is given without ", o.flags.cert));
   }
   if (o.key_file.empty()) {
-    return absl::InvalidArgumentError("--tls_cert_file is given without --tls_key_file");
+    return absl::InvalidArgumentError(
+        absl::StrCat(o.flags.cert, " is given without ", o.flags.key));
   }
   if (o.refresh_interval < absl::Seconds(1)) {
     return absl::InvalidArgumentError("--tls_refresh_interval_s must be >= 1");
   }
   if (absl::Status pair = CheckKeyPair(o); !pair.ok()) return pair;
   if (!o.client_ca_file.empty()) {
-    absl::StatusOr<Cert> ca = FirstCertificate("--tls_client_ca_file", o.client_ca_file);
+    absl::StatusOr<Cert> ca = FirstCertificate(o.flags.client_ca, o.client_ca_file);
     if (!ca.ok()) return ca.status();
   }
   return absl::OkStatus();

@@ -17,12 +17,20 @@
 
 namespace tpserve {
 
+// The flags the files came from, as error messages name them.
+struct TlsFlagNames {
+  const char* cert = "--tls_cert_file";
+  const char* key = "--tls_key_file";
+  const char* client_ca = "--tls_client_ca_file";
+};
+
 struct ServerTlsOptions {
   std::string cert_file;       // --tls_cert_file: PEM certificate chain; empty: plaintext
   std::string key_file;        // --tls_key_file: PEM private key of that certificate
   std::string client_ca_file;  // --tls_client_ca_file: PEM CA bundle; set: mutual TLS
   // How often gRPC looks whether the files changed (whole seconds, at least 1).
   absl::Duration refresh_interval = absl::Minutes(1);
+  TlsFlagNames flags;  // the public port's by default; the cluster's for worker ports
 
   bool enabled() const { return !cert_file.empty() || !key_file.empty(); }
 };

@@ -91,7 +91,9 @@ class BatchEngineTest : public ::testing::Test {
     auto tokenizer = model::Tokenizer::Load(kModel);
     if (!tokenizer.ok()) GTEST_SKIP() << "no model: " << tokenizer.status();
     tokenizer_ = *std::move(tokenizer);
-    auto worker = worker::WorkerServer::Start("127.0.0.1:0");
+    worker::WorkerServiceOptions options;
+    options.model_root = *worker::ModelRoot::Open("/");  // the test model lives anywhere
+    auto worker = worker::WorkerServer::Start("127.0.0.1:0", std::move(options));
     ASSERT_TRUE(worker.ok()) << worker.status();
     worker_ = *std::move(worker);
   }

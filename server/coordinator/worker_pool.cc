@@ -183,8 +183,9 @@ absl::Status WorkerPool::Start() {
     auto s = std::make_unique<Session>();
     s->rank = r;
     s->address = options_.workers[r];
-    s->stub = tpserve::v1::Worker::NewStub(
-        grpc::CreateChannel(s->address, grpc::InsecureChannelCredentials()));
+    s->stub = tpserve::v1::Worker::NewStub(grpc::CreateChannel(
+        s->address, options_.credentials != nullptr ? options_.credentials
+                                                    : grpc::InsecureChannelCredentials()));
     sessions_.push_back(std::move(s));
   }
   for (const auto& s : sessions_) {

@@ -43,6 +43,9 @@ namespace tpserve::coordinator {
 
 struct WorkerPoolOptions {
   std::vector<std::string> workers;  // "host:port" of each worker; position = rank
+  // How the workers are dialled: the cluster's mutual TLS (MakeClusterChannelCredentials;
+  // each worker's certificate must name the host it is dialled by); null: plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
   // The model's vocabulary as the coordinator read it: every Ready must report it, and
   // sampled ids are checked against it (0: taken from rank 0's Ready, unchecked).
   int32_t vocab_size = 0;

@@ -64,10 +64,6 @@ absl::Status ValidateInit(const tpserve::v1::Init& init, int device, const InitL
     return absl::InvalidArgumentError(absl::StrCat("Init: model_path must be at most ",
                                                    kMaxPathBytes, " bytes with no NUL byte"));
   }
-  if (::access(init.model_path().c_str(), R_OK) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("Init: model path '", init.model_path(), "' is not readable on this worker"));
-  }
   return absl::OkStatus();
 }
 

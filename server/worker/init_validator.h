@@ -3,7 +3,8 @@
 // ValidateInit: the one check a worker makes of a Session's Init before it acts on any of
 // it (opens a model, sizes a KV cache, starts threads, joins a world). Whoever sent it, an
 // Init that passes cannot make the worker abort, exhaust the host's memory or threads, or
-// touch a file it could not read anyway. Pure; thread-safe.
+// name a model path longer than a path can be. (Where the model may be is ModelRoot's
+// check, made next.) Pure; thread-safe.
 #ifndef TPSERVE_SERVER_WORKER_INIT_VALIDATOR_H_
 #define TPSERVE_SERVER_WORKER_INIT_VALIDATOR_H_
 
@@ -27,7 +28,7 @@ struct InitLimits {
 InitLimits HostInitLimits();
 
 // OK when `init` is within `limits` and can be served on `device` (-1: the CPU): rank <
-// world_size, a backend this worker has (GLOO; NCCL on a GPU), a readable model path.
+// world_size, a backend this worker has (GLOO; NCCL on a GPU), a model path of a sane size.
 // InvalidArgument (a field out of its range, naming it and the limit) or FailedPrecondition (cannot
 // be served here).
 absl::Status ValidateInit(const tpserve::v1::Init& init, int device, const InitLimits& limits);

@@ -8,8 +8,9 @@
 
 namespace tpserve::worker {
 
-absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const std::string& listen,
-                                                                  WorkerServiceOptions options) {
+absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
+    const std::string& listen, WorkerServiceOptions options,
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
   std::unique_ptr<WorkerServer> s(new WorkerServer());
   s->service_ = std::make_unique<WorkerService>(std::move(options));
   grpc::EnableDefaultHealthCheckService(true);
@@ -17,7 +18,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const std::str
   // A Step carries every sequence's tokens, block table and (with penalties) history: past
   // gRPC's default 4 MiB with long contexts and full batches. Bounded all the same.
   builder.SetMaxReceiveMessageSize(kMaxCoordinatorMessageBytes);
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &s->port_);
+  if (credentials == nullptr) credentials = grpc::InsecureServerCredentials();
+  builder.AddListeningPort(listen, std::move(credentials), &s->port_);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {

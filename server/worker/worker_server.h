@@ -20,9 +20,11 @@ inline constexpr int kMaxCoordinatorMessageBytes = 64 << 20;
 
 class WorkerServer {
  public:
-  // `listen` is HOST:PORT; port 0 picks a free one (see port()).
-  static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(const std::string& listen,
-                                                             WorkerServiceOptions options = {});
+  // `listen` is HOST:PORT; port 0 picks a free one (see port()). `credentials`: the cluster's
+  // (MakeClusterServerCredentials); null: plaintext.
+  static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(
+      const std::string& listen, WorkerServiceOptions options = {},
+      std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
   ~WorkerServer();
 
   int port() const { return port_; }

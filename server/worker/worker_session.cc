@@ -65,6 +65,14 @@ grpc::Status WorkerSession::Run() {
     Write(ErrorMessage(text));
     return ToGrpcStatus(valid);
   }
+  absl::StatusOr<std::string> model_path = options_.model_root.Resolve(init.model_path());
+  if (!model_path.ok()) {
+    LOG(WARNING) << "refusing Init: " << model_path.status() << " (--model_root "
+                 << options_.model_root.dir() << ")";
+    Write(ErrorMessage(std::string(model_path.status().message())));
+    return ToGrpcStatus(model_path.status());
+  }
+  model_path_ = *std::move(model_path);
   LOG(INFO) << "Init: rank " << init.rank() << "/" << init.world_size() << " generation "
             << init.world_generation() << " model " << init.model_path();
   store_ = std::make_unique<StreamStore>(
@@ -129,7 +137,7 @@ void WorkerSession::Fail(const std::string& message) {
 absl::Status WorkerSession::BuildWorld(const Init& init) {
   rank_ = static_cast<int>(init.rank());
   const int world = static_cast<int>(init.world_size());
-  ASSIGN_OR_RETURN(weights_, model::OpenWeightSource(init.model_path()));
+  ASSIGN_OR_RETURN(weights_, model::OpenWeightSource(model_path_));
   ASSIGN_OR_RETURN(model::ShardPlan plan,
                    model::MakeShardPlan(weights_->config(), rank_, world,
                                         model::FfnSplitGranule(*weights_, world)));

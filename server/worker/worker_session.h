@@ -28,6 +28,7 @@
 #include "server/model/weights/weight_source.h"
 #include "server/worker/comm_factory.h"
 #include "server/worker/init_validator.h"
+#include "server/worker/model_root.h"
 #include "server/worker/rank_factory.h"
 #include "server/worker/stream_store.h"
 #include "server/worker/timed_communicator.h"
@@ -49,6 +50,9 @@ struct WorkerServiceOptions {
   int device = -1;
   // What an Init may ask of this worker (ValidateInit).
   InitLimits init_limits = HostInitLimits();
+  // The directory Init's model_path must resolve under (--model_root); the default has none
+  // and refuses every model.
+  ModelRoot model_root;
   // Exact mode whatever Init says (the worker's --dequantize).
   bool dequantize = false;
 };
@@ -112,6 +116,7 @@ class WorkerSession {
   // Whether the executor may poll the link for the next step (this host's ranks and the
   // coordinator each have a core between steps).
   bool poll_for_steps_ = false;
+  std::string model_path_;  // Init's model_path resolved under the model root
   std::unique_ptr<model::WeightSource> weights_;
   std::unique_ptr<engine::Backend> backend_;
   std::optional<WorkerMetrics::Rank> metrics_;  // this rank's, when options_.metrics is set

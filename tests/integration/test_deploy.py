@@ -105,6 +105,7 @@ def test_compose_config_cpu():
         command = tpserve[w]["command"]
         assert command[0] == "worker"
         assert "--listen=0.0.0.0:7001" in command and "--metrics_port=9091" in command
+        _assert_worker_cluster_tls(config, tpserve[w])
     coordinator = tpserve["coordinator"]
     assert coordinator["depends_on"] == {"worker0": {"condition": "service_healthy"},
                                          "worker1": {"condition": "service_healthy"}}
@@ -126,6 +127,31 @@ def test_compose_config_cpu():
     assert "deploy/grafana/dashboards:/var/lib/grafana/dashboards" in mounts
 
 
+CLUSTER_FLAGS = ("--cluster_ca_file", "--cluster_cert_file", "--cluster_key_file")
+
+
+def _assert_cluster_flags(config, service, who):
+    """Mutual TLS between coordinator and workers: the three --cluster_* flags name Compose
+    secrets the service mounts, made from deploy/secrets/cluster-*."""
+    command = service["command"]
+    secrets = dict(zip(CLUSTER_FLAGS, ("tpserve_cluster_ca", f"tpserve_cluster_{who}_cert",
+                                       f"tpserve_cluster_{who}_key")))
+    mounted = {s["source"] if isinstance(s, dict) else s for s in service["secrets"]}
+    for flag, secret in secrets.items():
+        assert f"{flag}=/run/secrets/{secret}" in command, (who, flag)
+        assert secret in mounted, (who, secret)
+        assert "/deploy/secrets/cluster-" in config["secrets"][secret]["file"], secret
+
+
+def _assert_worker_cluster_tls(config, worker):
+    _assert_cluster_flags(config, worker, "worker")
+    assert "--model_root=/models" in worker["command"]
+    assert "--insecure_cluster" not in worker["command"]
+    # Its health check presents the worker's certificate (the port asks for one).
+    test = worker["healthcheck"]["test"]
+    assert "--tls_cert_file=/run/secrets/tpserve_cluster_worker_cert" in test, test
+
+
 def _assert_coordinator_security(config, coordinator):
     """TLS and API keys on the public port, from Compose secrets mounted at /run/secrets/,
     and the health check speaking TLS."""
@@ -140,6 +166,7 @@ def _assert_coordinator_security(config, coordinator):
         assert config["secrets"][name]["file"].startswith(str(REPO / "deploy" / "secrets")), name
     env = coordinator["environment"]
     assert env["TPSERVE_HEALTH_TLS_CA"] == "/run/secrets/tpserve_tls_ca"
+    _assert_cluster_flags(config, coordinator, "coordinator")
     assert env["TPSERVE_HEALTH_TLS_SERVER_NAME"]
     assert "--reflection" not in " ".join(coordinator["command"])
 
@@ -161,6 +188,8 @@ def test_compose_config_gpu_override():
     assert len(set(device_ids)) == 2, "each worker gets a GPU of its own"
     assert "--comm=nccl" in tpserve["coordinator"]["command"]
     _assert_coordinator_security(config, tpserve["coordinator"])
+    for w in ("worker0", "worker1"):
+        _assert_worker_cluster_tls(config, tpserve[w])
     assert tpserve["coordinator"]["build"]["target"] == "cpu"
     assert tpserve["coordinator"]["depends_on"]["worker0"]["condition"] == "service_healthy"
 
@@ -221,6 +250,7 @@ def test_k8s_manifests_validate(version):
                      ("workers-statefulset.yaml", "StatefulSet"),
                      ("workers-statefulset.yaml", "Service"),
                      ("coordinator-deployment.yaml", "Deployment"),
+                     ("networkpolicy.yaml", "NetworkPolicy"),
                      ("coordinator-deployment.yaml", "Service"),
                      ("secrets/secrets.yaml", "Secret"),
                      ("gpu/workers-statefulset.yaml", "StatefulSet")]:
@@ -237,7 +267,7 @@ def test_k8s_validation_rejects_a_bad_manifest():
     with pytest.raises(kv.ValidationError):
         kv.validate(sts, "1.31.0", strict=True)
     sts = json.loads(json.dumps(_by_kind("StatefulSet", "tpserve-worker")))
-    sts["spec"]["template"]["spec"]["containers"][0]["startupProbe"]["grpc"]["port"] = "x"
+    sts["spec"]["template"]["spec"]["containers"][0]["startupProbe"]["periodSeconds"] = "x"
     with pytest.raises(kv.ValidationError):
         kv.validate(sts, "1.31.0", strict=True)
 
@@ -303,11 +333,17 @@ def test_k8s_workers_and_coordinator_agree():
     assert "--workers=$(TPSERVE_WORKERS)" in args and "--model=$(TPSERVE_MODEL)" in args
     assert config["TPSERVE_MODEL"].startswith("/models/")
 
-    # Probes: native gRPC on the workers; on the coordinator, whose port speaks TLS (which
-    # Kubernetes' gRPC probes cannot), tpserve-healthcheck verifying its certificate.
+    # Probes: ports that speak TLS (which Kubernetes' gRPC probes cannot) are probed by
+    # tpserve-healthcheck: the coordinator's verifying its certificate, the workers' (mutual
+    # TLS) presenting the worker's own certificate.
     worker = _container(sts)
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        assert worker[probe]["grpc"]["port"] == 7001, probe
+        command = worker[probe]["exec"]["command"]
+        assert command[:2] == ["/usr/local/bin/tpserve-healthcheck", "127.0.0.1:7001"], probe
+        for flag, key in (("--tls_ca_file", "ca.crt"), ("--tls_cert_file", "tls.crt"),
+                          ("--tls_key_file", "tls.key")):
+            assert f"{flag}=/etc/tpserve/cluster/{key}" in command, (probe, flag)
+        assert worker[probe]["timeoutSeconds"] >= 3, probe
         command = coordinator[probe]["exec"]["command"]
         assert command[:2] == ["/usr/local/bin/tpserve-healthcheck", "127.0.0.1:50051"], probe
         assert "--tls_ca_file=/etc/tpserve/tls/ca.crt" in command, probe
@@ -331,6 +367,40 @@ def test_k8s_workers_and_coordinator_agree():
         stored = _by_kind("Secret", secret, under="secrets")
         assert key in stored["stringData"], (secret, key)
     assert "ca.crt" in _by_kind("Secret", "tpserve-tls", under="secrets")["stringData"]
+    # Mutual TLS between coordinator and workers: the --cluster_* flags name the files of a
+    # Secret of each side's own, mounted whole at /etc/tpserve/cluster.
+    for doc, container, secret in ((deployment, coordinator, "tpserve-cluster-coordinator"),
+                                   (sts, worker, "tpserve-cluster-worker")):
+        volumes = {v["name"]: v["secret"]["secretName"]
+                   for v in doc["spec"]["template"]["spec"]["volumes"] if "secret" in v}
+        mount = next(m for m in container["volumeMounts"]
+                     if m["mountPath"] == "/etc/tpserve/cluster")
+        assert mount["readOnly"] and "subPath" not in mount
+        assert volumes[mount["name"]] == secret
+        stored = _by_kind("Secret", secret, under="secrets")["stringData"]
+        for flag, key in (("--cluster_ca_file", "ca.crt"), ("--cluster_cert_file", "tls.crt"),
+                          ("--cluster_key_file", "tls.key")):
+            assert f"{flag}=/etc/tpserve/cluster/{key}" in container["args"], (secret, flag)
+            assert key in stored, (secret, key)
+    assert "--model_root=/models" in worker["args"]
+    assert not any(a.startswith("--insecure_cluster") for a in worker["args"])
+    # Gloo between hosts is plaintext: the NetworkPolicy admits only the world's pods to the
+    # workers (and Prometheus to their metrics port).
+    policy = _by_kind("NetworkPolicy", "tpserve-worker")
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= \
+        sts["spec"]["template"]["metadata"]["labels"].items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    for rule in policy["spec"]["ingress"]:
+        sources = rule.get("from")
+        if sources is None:  # from anywhere: the metrics port only
+            assert [p["port"] for p in rule["ports"]] == [9091], rule
+            continue
+        for source in sources:
+            labels = source["podSelector"]["matchLabels"]
+            assert labels["app.kubernetes.io/name"] == "tpserve", rule
+            assert labels["app.kubernetes.io/component"] in ("worker", "coordinator"), rule
+            if labels["app.kubernetes.io/component"] == "coordinator":
+                assert [p["port"] for p in rule["ports"]] == [7001], rule
     assert pod_spec["securityContext"]["fsGroup"] == pod_spec["securityContext"]["runAsGroup"]
     assert not any(a.startswith("--reflection") for a in args)
     startup = coordinator["startupProbe"]

@@ -8,6 +8,7 @@ import grpc
 import pytest
 
 from tpserve.v1 import worker_pb2, worker_pb2_grpc
+from conftest import SMOLLM
 from worker_procs import free_port, stop, wait_healthy
 
 
@@ -48,6 +49,7 @@ def _init_session(address, model, backend):
 def worker(tpserve_bin, request):
     address = f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen([str(tpserve_bin), "worker", f"--listen={address}",
+                             f"--model_root={SMOLLM.parent}",
                              *getattr(request, "param", [])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

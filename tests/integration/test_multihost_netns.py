@@ -6,6 +6,8 @@ generate` client in a coordinator namespace, all joined by a bridge in a dedicat
 only ever these); `--comm shm` must be refused. The tokens must equal the offline ones (which
 test_tensor_parallel.py shows loopback worlds reproduce exactly) in exact mode, --dequantize:
 on the fast path a split sum may round an activation differently and part at a near tie.
+Coordinator and workers authenticate each other with mutual TLS (a cluster CA made here with
+openssl; the workers' certificate names their addresses), as workers on other hosts must.
 
 Skips with the reason when namespaces cannot be made (not root, no `ip`, no netns support).
 Every namespace and link made here is removed in a finalizer."""
@@ -18,6 +20,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
 import prompts as reference_prompts  # noqa: E402
+import pki  # noqa: E402
 from worker_procs import generate_ids, stop  # noqa: E402
 
 BRIDGE_NS = "tps-br"
@@ -90,39 +93,64 @@ def worker_logs(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def workers(request, network, tpserve_bin, worker_logs):
+def cluster(tmp_path_factory):
+    """Mutual TLS between the coordinator and the workers, from a CA made here: the workers'
+    certificate names their three addresses. {"worker": flags, "coordinator": flags, "probe":
+    (ca, key, cert) paths for the health probe, which presents the coordinator's certificate}."""
+    d = tmp_path_factory.mktemp("netns-pki")
+    ca = pki.make_ca(d, "ca")
+    sans = ",".join(f"IP:{ADDRESS[ns]}" for ns in WORKER_NS)
+    worker = pki.make_cert(d, "worker", ca, f"subjectAltName={sans}\nextendedKeyUsage=serverAuth\n")
+    coordinator = pki.make_cert(d, "coordinator", ca, pki.CLIENT_EXT)
+
+    def flags(pair):
+        return [f"--cluster_ca_file={ca[1]}", f"--cluster_cert_file={pair[1]}",
+                f"--cluster_key_file={pair[0]}"]
+    return {"worker": flags(worker), "coordinator": flags(coordinator),
+            "probe": [str(ca[1]), str(coordinator[0]), str(coordinator[1])]}
+
+
+@pytest.fixture(scope="module")
+def workers(request, network, tpserve_bin, worker_logs, smollm_gguf, cluster):
     procs = []
     request.addfinalizer(lambda: stop(procs))
     addresses = [f"{ADDRESS[ns]}:{PORT}" for ns in WORKER_NS]
     for ns, address in zip(WORKER_NS, addresses):
         log = open(worker_logs / f"{ns}.log", "wb")
         procs.append(subprocess.Popen(
-            _in(ns, *_own_dev_shm(str(tpserve_bin), "worker", f"--listen={address}")),
+            _in(ns, *_own_dev_shm(str(tpserve_bin), "worker", f"--listen={address}",
+                                  f"--model_root={smollm_gguf.parent}", *cluster["worker"])),
             stdout=subprocess.DEVNULL, stderr=log))
         log.close()
     # Health is probed from the coordinator's namespace: the only place that reaches them.
-    probe = "import sys; from worker_procs import wait_healthy; [wait_healthy(a) for a in sys.argv[1:]]"
-    subprocess.run(_in(CLIENT_NS, sys.executable, "-c", probe, *addresses), check=True,
-                   timeout=90, env={**os.environ, "PYTHONPATH": HERE})
+    probe = ("import sys, grpc; from worker_procs import wait_healthy; "
+             "ca, key, cert = (open(p, 'rb').read() for p in sys.argv[1:4]); "
+             "creds = grpc.ssl_channel_credentials(ca, key, cert); "
+             "[wait_healthy(a, credentials=creds) for a in sys.argv[4:]]")
+    subprocess.run(_in(CLIENT_NS, sys.executable, "-c", probe, *cluster["probe"], *addresses),
+                   check=True, timeout=90, env={**os.environ, "PYTHONPATH": HERE})
     yield addresses
     assert stop(procs) == [0] * len(procs)
 
 
 @pytest.mark.parametrize("prompt", PROMPTS, ids=[p["name"] for p in PROMPTS])
-def test_three_hosts_match_offline(tpserve_bin, smollm_gguf, workers, worker_logs, prompt):
+def test_three_hosts_match_offline(tpserve_bin, smollm_gguf, workers, worker_logs, cluster,
+                                   prompt):
     want, _ = generate_ids([], tpserve_bin, smollm_gguf, prompt["text"], prompt["chat"],
                            MAX_TOKENS, extra=["--dequantize"])
     got, _ = generate_ids(_in(CLIENT_NS), tpserve_bin, smollm_gguf, prompt["text"],
-                          prompt["chat"], MAX_TOKENS, workers=workers, extra=["--dequantize"])
+                          prompt["chat"], MAX_TOKENS, workers=workers,
+                          extra=["--dequantize", *cluster["coordinator"]])
     assert got == want
     for ns in WORKER_NS:
         log = (worker_logs / f"{ns}.log").read_text()
         assert "communicator gloo" in log and "communicator shm" not in log, log[-2000:]
 
 
-def test_shared_memory_across_hosts_is_refused(tpserve_bin, smollm_gguf, workers):
+def test_shared_memory_across_hosts_is_refused(tpserve_bin, smollm_gguf, workers, cluster):
     out = subprocess.run(_in(CLIENT_NS, str(tpserve_bin), "generate", f"--model={smollm_gguf}",
                              "--prompt=hi", "--max_tokens=2", f"--workers={','.join(workers)}",
-                             "--comm=shm"), capture_output=True, text=True, timeout=120)
+                             "--comm=shm", *cluster["coordinator"]),
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "COMM_BACKEND_SHM needs every rank on one host" in out.stderr, out.stderr[-2000:]

@@ -22,10 +22,12 @@ VOCAB = 49152  # SmolLM2
 
 
 class Session:
-    """One Session on a worker, driven message by message."""
+    """One Session on a worker, driven message by message; over TLS with `credentials`
+    (grpc.ChannelCredentials), plaintext without."""
 
-    def __init__(self, address):
-        self._channel = grpc.insecure_channel(address)
+    def __init__(self, address, credentials=None):
+        self._channel = (grpc.insecure_channel(address) if credentials is None
+                         else grpc.secure_channel(address, credentials))
         self._out = queue.Queue()
         self._replies = worker_pb2_grpc.WorkerStub(self._channel).Session(
             iter(self._out.get, None), timeout=120)
@@ -42,9 +44,11 @@ class Session:
 
 
 @pytest.fixture(scope="module")
-def worker(tpserve_bin):
+def worker(tpserve_bin, smollm_gguf):
     address = f"127.0.0.1:{free_port()}"
-    proc = subprocess.Popen([str(tpserve_bin), "worker", f"--listen={address}"],
+    # --model: models load from its directory only (the default --model_root).
+    proc = subprocess.Popen([str(tpserve_bin), "worker", f"--listen={address}",
+                             f"--model={smollm_gguf}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_healthy(address)
@@ -67,7 +71,9 @@ HOSTILE_INITS = [
     (dict(kv_budget_bytes=1 << 62), "kv_budget_bytes 4611686018427387904 is above the limit"),
     (dict(threads=1 << 20), "threads 1048576 is above the limit of"),
     (dict(kv_block_size=1 << 20), "kv_block_size 1048576 is above the limit of 256"),
-    (dict(model_path="/no/such/dir/../model.gguf"), "is not readable on this worker"),
+    (dict(model_path="/no/such/dir/../model.gguf"),
+     "is not a readable model under this worker's --model_root"),
+    (dict(model_path="/etc/passwd"), "is not a readable model under this worker's --model_root"),
     (dict(model_path=""), "model_path is empty"),
 ]
 

@@ -102,7 +102,8 @@ def test_coordinator_over_separately_started_workers(request, tmp_path, tpserve_
     for rank, port in enumerate(ports):
         log = open(tmp_path / f"worker{rank}.log", "wb")
         workers.append(subprocess.Popen(
-            [str(tpserve_bin), "worker", f"--listen=127.0.0.1:{port}"],
+            [str(tpserve_bin), "worker", f"--listen=127.0.0.1:{port}",
+             f"--model_root={smollm_gguf.parent}"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT))
         log.close()
     request.addfinalizer(lambda: worker_procs.stop(workers))

@@ -40,13 +40,14 @@ def _cases():
 
 
 @pytest.fixture(scope="module")
-def workers(request, tpserve_bin):
+def workers(request, tpserve_bin, smollm_gguf):
     """Four worker processes on free loopback ports (a world of n uses the first n)."""
     procs, addresses = [], []
     request.addfinalizer(lambda: stop(procs))
     for _ in range(max(WORLD_SIZES)):
         address = f"127.0.0.1:{free_port()}"
-        procs.append(subprocess.Popen([str(tpserve_bin), "worker", f"--listen={address}"],
+        procs.append(subprocess.Popen([str(tpserve_bin), "worker", f"--listen={address}",
+                                       f"--model_root={smollm_gguf.parent}"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
         addresses.append(address)
     for address in addresses:

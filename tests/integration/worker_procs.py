@@ -18,12 +18,14 @@ def free_port(host="127.0.0.1"):
         return s.getsockname()[1]
 
 
-def wait_healthy(address, timeout_s=30.0):
-    """Polls grpc.health.v1.Health/Check on `address` until SERVING or the deadline."""
+def wait_healthy(address, timeout_s=30.0, credentials=None):
+    """Polls grpc.health.v1.Health/Check on `address` until SERVING or the deadline; over
+    TLS with `credentials` (grpc.ChannelCredentials: a worker with cluster credentials)."""
     deadline = time.monotonic() + timeout_s
     last = None
     while time.monotonic() < deadline:
-        with grpc.insecure_channel(address) as channel:
+        with (grpc.insecure_channel(address) if credentials is None
+              else grpc.secure_channel(address, credentials)) as channel:
             check = channel.unary_unary("/grpc.health.v1.Health/Check",
                                         request_serializer=lambda b: b,
                                         response_deserializer=lambda b: b)
