@@ -87,9 +87,8 @@ absl::StatusOr<coordinator::RequestSpec> MakeSpec(const GenerateOptions& options
 
 // The world the steps run on: the model in this process, its KV cache sized for `total`
 // positions, or the workers.
-std::unique_ptr<coordinator::StepExecutor> MakeExecutor(const GenerateOptions& options,
-                                                        const model::WeightSource& weights,
-                                                        int64_t total) {
+absl::StatusOr<std::unique_ptr<coordinator::StepExecutor>> MakeExecutor(
+    const GenerateOptions& options, const model::WeightSource& weights, int64_t total) {
   if (options.workers.empty()) {
     InProcessOptions local;
     local.kv_blocks = (total + kKvBlockSize - 1) / kKvBlockSize;
@@ -120,8 +119,9 @@ absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(auto tokenizer, model::Tokenizer::Load(options.model_path));
   ASSIGN_OR_RETURN(auto weights, model::OpenWeightSource(options.model_path));
   ASSIGN_OR_RETURN(coordinator::RequestSpec spec, MakeSpec(options, *tokenizer, weights->config()));
-  const std::unique_ptr<coordinator::StepExecutor> executor =
-      MakeExecutor(options, *weights, static_cast<int64_t>(spec.prompt.size()) + spec.max_tokens);
+  ASSIGN_OR_RETURN(
+      const std::unique_ptr<coordinator::StepExecutor> executor,
+      MakeExecutor(options, *weights, static_cast<int64_t>(spec.prompt.size()) + spec.max_tokens));
 
   // One request through the server's token loop: prefill in chunks of prefill_chunk, then one
   // token a step; a world that fails ends the run with its error.
