@@ -44,8 +44,9 @@ absl::StatusOr<PreTokenizerType> RecognisePreTokenizer(const Pipeline& p) {
   ASSIGN_OR_RETURN(bool prefix, BoolField(byte_level, "add_prefix_space", false));
   ASSIGN_OR_RETURN(bool use_regex, BoolField(byte_level, "use_regex", true));
   if (prefix) return Bad("ByteLevel add_prefix_space=true is not supported");
-  if (!p.normalizers.empty())
+  if (!p.normalizers.empty()) {
     return Bad("a normalizer with a ByteLevel pre-tokenizer is not supported");
+  }
   const size_t n = p.pre_tokenizers.size();
   if (n == 1 && use_regex) return PreTokenizerType::kGpt2;
   if (n == 2 && use_regex && p.pre_types[0] == "Digits") {
