@@ -138,7 +138,7 @@ absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
   RETURN_IF_ERROR(engine.AwaitReady(absl::InfiniteDuration()));
   auto printer = std::make_shared<StreamPrinter>(out, options.json, options.sampling.logprobs);
   RETURN_IF_ERROR(engine.Submit(std::move(spec), printer));
-  const absl::Status status = printer->Wait();
+  absl::Status status = printer->Wait();
   engine.Stop();
   return status;
 }
