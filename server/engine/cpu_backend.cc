@@ -49,8 +49,8 @@ absl::StatusOr<Tensor> CpuBackend::Allocate(int64_t rows, int64_t cols, DType dt
         absl::StrCat("bad ", DTypeName(dtype), " tensor shape [", rows, ", ", cols, "]"));
   }
   // Packed weights in the kernels' layout (weight_layout.h): the file's bytes, reordered.
-  const int64_t bytes = dtype == DType::kF32 ? rows * cols * 4
-                                             : k::LayoutBytes(FormatOf(dtype), rows, cols);
+  const int64_t bytes =
+      dtype == DType::kF32 ? rows * cols * 4 : k::LayoutBytes(FormatOf(dtype), rows, cols);
   const int64_t n = std::max<int64_t>(1, (bytes + 3) / 4);
   // Value-initialised: fresh KV blocks and workspaces read as zeros, never garbage.
   std::unique_ptr<float[]> buffer(new (std::nothrow) float[n]());

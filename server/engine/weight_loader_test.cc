@@ -123,8 +123,8 @@ std::vector<float> Values(const BlockSource& src, const std::string& name, model
 // The f32 values a packed tensor holds (in the kernels' layout, weight_layout.h).
 std::vector<float> Held(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.elements()));
-  kernels::cpu::DequantizeLayoutRows(FormatOf(t.dtype), static_cast<const uint8_t*>(t.data),
-                                     t.cols, 0, t.rows, v.data());
+  kernels::cpu::DequantizeLayoutRows(FormatOf(t.dtype), static_cast<const uint8_t*>(t.data), t.cols,
+                                     0, t.rows, v.data());
   return v;
 }
 

@@ -128,7 +128,7 @@ const FormatKernels kF32Kernels = {.format = WeightFormat::kF32,
                                    .tiles32 = nullptr,
                                    .quant_tile = nullptr,
                                    .float_tile = nullptr,
-                                    .interleaved8 = nullptr};
+                                   .interleaved8 = nullptr};
 const FormatKernels kF16Kernels = {.format = WeightFormat::kF16,
                                    .name = "F16",
                                    .block_values = 1,
@@ -137,7 +137,7 @@ const FormatKernels kF16Kernels = {.format = WeightFormat::kF16,
                                    .tiles32 = nullptr,
                                    .quant_tile = nullptr,
                                    .float_tile = HalfTileOf<F16Values>::Run,
-                                    .interleaved8 = nullptr};
+                                   .interleaved8 = nullptr};
 const FormatKernels kBF16Kernels = {.format = WeightFormat::kBF16,
                                     .name = "BF16",
                                     .block_values = 1,

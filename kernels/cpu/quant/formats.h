@@ -76,11 +76,10 @@ using FloatTileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const f
 //                   tile_bytes; x: mr rows of kb Q8Blocks, x_stride blocks apart; sums: each of
 //                   x's blocks' sum of quants, laid out as x.
 using PackRowsFn = void (*)(const uint8_t* rows, int64_t n, int64_t k, uint8_t* packed);
-using DequantizePackedRowFn = void (*)(const uint8_t* packed, int64_t k, int64_t row,
-                                       float* out);
+using DequantizePackedRowFn = void (*)(const uint8_t* packed, int64_t k, int64_t row, float* out);
 using Interleaved8TileFn = void (*)(const uint8_t* w, int64_t tile_bytes, int tiles,
-                                    const Q8Block* x, const int32_t* sums, int64_t x_stride,
-                                    int mr, int64_t kb, float* y, int64_t ldy, int nr);
+                                    const Q8Block* x, const int32_t* sums, int64_t x_stride, int mr,
+                                    int64_t kb, float* y, int64_t ldy, int nr);
 struct Interleaved8 {
   PackRowsFn pack;
   DequantizePackedRowFn dequantize_row;
@@ -100,9 +99,9 @@ struct FormatKernels {
   int64_t block_values;  // 1 for F32/F16/BF16, 32 for Q*_0/Q4_1, 256 for K-quants
   int64_t block_bytes;
   DequantizeFn dequantize;
-  const Tiles32* tiles32;  // Q4_0, Q4_1, else null
-  QuantTileFn quant_tile;  // K-quants, else null
-  FloatTileFn float_tile;  // float formats other than F32 (x as f32), else null
+  const Tiles32* tiles32;            // Q4_0, Q4_1, else null
+  QuantTileFn quant_tile;            // K-quants, else null
+  FloatTileFn float_tile;            // float formats other than F32 (x as f32), else null
   const Interleaved8* interleaved8;  // Q8_0: its rows packed for its tiles, else null
 };
 

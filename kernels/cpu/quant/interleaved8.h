@@ -137,9 +137,9 @@ template <class P, int R, int T>
     const uint8_t* blk[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) blk[t] = w + t * tile_bytes + b * kInterleaved8BlockBytes;
-    // The same block of a run of tiles ahead (runs follow in memory), so it arrives from DRAM
-    // while this run computes: the next run when x rows sweep the run many times (batches),
-    // kDecodePrefetchRuns ahead for a lone row, which streams each weight once.
+      // The same block of a run of tiles ahead (runs follow in memory), so it arrives from DRAM
+      // while this run computes: the next run when x rows sweep the run many times (batches),
+      // kDecodePrefetchRuns ahead for a lone row, which streams each weight once.
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const int64_t ahead = (R == 1 ? kDecodePrefetchRuns : 1) * T * tile_bytes;
@@ -193,8 +193,7 @@ template <class P, int R, int T>
       for (int t = 0; t < T; ++t) {
         __m256i total = isum[r][t][0];
         if constexpr (C == 2) total = _mm256_add_epi32(total, isum[r][t][1]);
-        acc[r][t] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(dw[t], dx), acc[r][t]);
+        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(dw[t], dx), acc[r][t]);
       }
     }
   }
@@ -224,8 +223,8 @@ struct Interleaved8Q8_0 {
   }
   template <int R, int T>
   [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static void Vnni(
-      const uint8_t* w, int64_t tile_bytes, const Q8Block* x, const int32_t* sums,
-      int64_t x_stride, int64_t kb, float* y, int64_t ldy, int nr) {
+      const uint8_t* w, int64_t tile_bytes, const Q8Block* x, const int32_t* sums, int64_t x_stride,
+      int64_t kb, float* y, int64_t ldy, int nr) {
     Interleaved8Body<Interleaved8Vnni, R, T>(w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr);
   }
   using Fn = void (*)(const uint8_t*, int64_t, const Q8Block*, const int32_t*, int64_t, int64_t,

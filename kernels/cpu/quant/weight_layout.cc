@@ -20,8 +20,8 @@ void ToLayout(WeightFormat format, const uint8_t* rows, int64_t n, int64_t k, ui
   f.interleaved8->pack(rows, n, k, out);
 }
 
-void DequantizeLayoutRows(WeightFormat format, const uint8_t* w, int64_t k, int64_t r0,
-                          int64_t r1, float* out) {
+void DequantizeLayoutRows(WeightFormat format, const uint8_t* w, int64_t k, int64_t r0, int64_t r1,
+                          float* out) {
   const FormatKernels& f = FormatKernelsFor(format);
   for (int64_t r = r0; r < r1; ++r, out += k) {
     if (f.interleaved8 != nullptr) {

@@ -23,8 +23,8 @@ void ToLayout(WeightFormat format, const uint8_t* rows, int64_t n, int64_t k, ui
 
 // Rows [r0, r1) of w [*, k] in the kernel layout, dequantised into out: [r1 - r0, k] f32,
 // exactly as the format's `dequantize` decodes the file's rows.
-void DequantizeLayoutRows(WeightFormat format, const uint8_t* w, int64_t k, int64_t r0,
-                          int64_t r1, float* out);
+void DequantizeLayoutRows(WeightFormat format, const uint8_t* w, int64_t k, int64_t r0, int64_t r1,
+                          float* out);
 
 }  // namespace tpserve::kernels::cpu
 
