@@ -2,12 +2,11 @@
 
 #include <arpa/inet.h>
 
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/pem_file.h"
 
 namespace tpserve {
 namespace {
@@ -21,14 +20,6 @@ ServerTlsOptions AsServerTls(const ClusterTlsOptions& o) {
   s.flags.key = "--cluster_key_file";
   s.flags.client_ca = "--cluster_ca_file";
   return s;
-}
-
-absl::StatusOr<std::string> ReadFile(const char* flag, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  if (in) text << in.rdbuf();
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
-  return text.str();
 }
 
 bool IsLoopbackHost(std::string host) {
@@ -66,11 +57,11 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeClusterChannelCred
   if (absl::Status checked = CheckClusterTls(o); !checked.ok()) return checked;
   if (!o.enabled()) return grpc::InsecureChannelCredentials();
   ClusterTlsPem pem;
-  absl::StatusOr<std::string> ca = ReadFile("--cluster_ca_file", o.ca_file);
+  absl::StatusOr<std::string> ca = ReadPemFile("--cluster_ca_file", o.ca_file);
   if (!ca.ok()) return ca.status();
-  absl::StatusOr<std::string> cert = ReadFile("--cluster_cert_file", o.cert_file);
+  absl::StatusOr<std::string> cert = ReadPemFile("--cluster_cert_file", o.cert_file);
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadFile("--cluster_key_file", o.key_file);
+  absl::StatusOr<std::string> key = ReadPemFile("--cluster_key_file", o.key_file);
   if (!key.ok()) return key.status();
   pem.ca_cert = *std::move(ca);
   pem.cert = *std::move(cert);

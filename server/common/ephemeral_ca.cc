@@ -13,26 +13,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/common/openssl_ptr.h"
 
 namespace tpserve {
 namespace {
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct ExtFree {
-  void operator()(X509_EXTENSION* e) const { X509_EXTENSION_free(e); }
-};
-using Bio = std::unique_ptr<BIO, BioFree>;
-using Cert = std::unique_ptr<X509, X509Free>;
-using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
-using Ext = std::unique_ptr<X509_EXTENSION, ExtFree>;
+using openssl::Bio;
+using openssl::Cert;
+using openssl::Ext;
+using openssl::Pkey;
 
 // The reason of OpenSSL's last error, and the queue cleared.
 std::string OpensslError() {
@@ -182,7 +171,7 @@ absl::StatusOr<PemKeyPair> EphemeralCa::Issue(const std::string& common_name,
       {NID_ext_key_usage, "serverAuth,clientAuth"},
       {NID_subject_key_identifier, "hash"},
       {NID_authority_key_identifier, "keyid:always"}};
-  if (!sans.empty()) extensions.push_back({NID_subject_alt_name, absl::StrJoin(sans, ",")});
+  if (!sans.empty()) extensions.emplace_back(NID_subject_alt_name, absl::StrJoin(sans, ","));
   for (const auto& [nid, value] : extensions) {
     if (absl::Status added = AddExtension(c, impl_->cert.get(), nid, value); !added.ok()) {
       return added;

@@ -7,39 +7,21 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
+#include "server/common/openssl_ptr.h"
+#include "server/common/pem_file.h"
 
 namespace tpserve {
 namespace {
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-using Bio = std::unique_ptr<BIO, BioFree>;
-using Cert = std::unique_ptr<X509, X509Free>;
-using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
-
-absl::StatusOr<std::string> ReadFile(const char* flag, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
-  return text.str();
-}
+using openssl::Bio;
+using openssl::Cert;
+using openssl::Pkey;
 
 Bio MemoryBio(const std::string& pem) {
   return Bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
@@ -47,7 +29,7 @@ Bio MemoryBio(const std::string& pem) {
 
 // The first certificate of a PEM file, or InvalidArgument naming the flag.
 absl::StatusOr<Cert> FirstCertificate(const char* flag, const std::string& path) {
-  absl::StatusOr<std::string> pem = ReadFile(flag, path);
+  absl::StatusOr<std::string> pem = ReadPemFile(flag, path);
   if (!pem.ok()) return pem.status();
   Bio bio = MemoryBio(*pem);
   Cert cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
@@ -62,7 +44,7 @@ absl::StatusOr<Cert> FirstCertificate(const char* flag, const std::string& path)
 absl::Status CheckKeyPair(const ServerTlsOptions& o) {
   absl::StatusOr<Cert> cert = FirstCertificate(o.flags.cert, o.cert_file);
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> pem = ReadFile(o.flags.key, o.key_file);
+  absl::StatusOr<std::string> pem = ReadPemFile(o.flags.key, o.key_file);
   if (!pem.ok()) return pem.status();
   Bio bio = MemoryBio(*pem);
   Pkey key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
