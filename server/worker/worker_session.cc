@@ -69,7 +69,7 @@ grpc::Status WorkerSession::Run() {
   if (!model_path.ok()) {
     LOG(WARNING) << "refusing Init: " << model_path.status() << " (--model_root "
                  << options_.model_root.dir() << ")";
-    Write(ErrorMessage(std::string(model_path.status().message())));
+    Write(ErrorMessage(std::string{model_path.status().message()}));
     return ToGrpcStatus(model_path.status());
   }
   model_path_ = *std::move(model_path);
