@@ -11,7 +11,7 @@ apt_packages=(
   libabsl-dev prometheus-cpp-dev libgloo-dev nlohmann-json3-dev libgoogle-glog-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev libpcre2-dev libssl-dev openssl
   python3 python3-venv iproute2 prometheus
-  docker-compose
+  docker-compose patchelf
 )
 missing=()
 for p in "${apt_packages[@]}"; do

@@ -2,7 +2,11 @@
 """requantize: rewrite a GGUF model with its 2-D weights in another quantisation type, so the
 benchmarks and tests can run more than one weight type on real weights.
 
-  .venv/bin/python scripts/requantize.py IN.gguf OUT.gguf --type Q8_0|Q4_0|Q4_1
+  .venv/bin/python scripts/requantize.py IN.gguf OUT.gguf --type Q8_0|Q4_0|Q4_1 [--layers K]
+
+With --layers K, OUT keeps only the first K transformer blocks (blk.0 .. blk.K-1) and says so
+in {arch}.block_count: a smaller model with the real tokenizer, embedding and first layers,
+e.g. one that fits where the full file cannot travel (the GPU check's bundle).
 
 What OUT holds:
   * Every metadata key/value of IN, in IN's order and with the same value types (strings and
@@ -74,16 +78,21 @@ def field_value(field):
     return field.contents(), vtype, None
 
 
-def copy_metadata(reader, writer, target):
+def copy_metadata(reader, writer, target, block_count=None):
     """Every key of reader except the GGUF.* header pseudo-fields, in order; general.file_type
-    replaced (added when IN has none). Returns the list of keys written."""
+    replaced (added when IN has none), and {arch}.block_count when block_count is given.
+    Returns the list of keys written."""
     keys = []
+    arch = reader.fields[ARCH_KEY].contents()
     for name, field in reader.fields.items():
         if name.startswith("GGUF."):
             continue
         keys.append(name)
         if name == ARCH_KEY:
             continue  # GGUFWriter(path, arch) has already added it, with the same value
+        if name == f"{arch}.block_count" and block_count is not None:
+            writer.add_key_value(name, block_count, VT(field.types[0]))
+            continue
         if name == FILE_TYPE_KEY:
             writer.add_key_value(name, FILE_TYPES[target], VT(field.types[0]))
             continue
@@ -122,16 +131,24 @@ def convert_tensor(tensor, target):
     return quantised, target, None
 
 
-def check_output(path, reader, keys, expected):
+def kept_tensors(reader, layers):
+    """IN's tensors in order; with `layers`, those of blocks past the first `layers` left out."""
+    def keep(name):
+        parts = name.split(".")
+        return layers is None or parts[0] != "blk" or int(parts[1]) < layers
+    return [t for t in reader.tensors if keep(t.name)]
+
+
+def check_output(path, reader, keys, tensors, expected):
     """Re-reads the written file and checks it against what was meant to be written."""
     out = gguf.GGUFReader(str(path))
     out_keys = [k for k in out.fields if not k.startswith("GGUF.")]
     if sorted(out_keys) != sorted(keys):
         raise RuntimeError(f"metadata keys differ: missing {sorted(set(keys) - set(out_keys))}, "
                            f"extra {sorted(set(out_keys) - set(keys))}")
-    if len(out.tensors) != len(reader.tensors):
-        raise RuntimeError(f"{len(out.tensors)} tensors written, {len(reader.tensors)} expected")
-    for got, src, qtype in zip(out.tensors, reader.tensors, expected):
+    if len(out.tensors) != len(tensors):
+        raise RuntimeError(f"{len(out.tensors)} tensors written, {len(tensors)} expected")
+    for got, src, qtype in zip(out.tensors, tensors, expected):
         if got.name != src.name or ggml_dims(got) != ggml_dims(src) or got.tensor_type != qtype:
             raise RuntimeError(
                 f"tensor {src.name} {ggml_dims(src)} {qtype.name} read back as "
@@ -143,7 +160,7 @@ def check_output(path, reader, keys, expected):
     return ft
 
 
-def requantize(src_path, dst_path, target):
+def requantize(src_path, dst_path, target, layers=None):
     t0 = time.monotonic()
     reader = gguf.GGUFReader(str(src_path))
     if reader.byte_order != "I":
@@ -151,14 +168,22 @@ def requantize(src_path, dst_path, target):
     if ARCH_KEY not in reader.fields:
         fail(f"{src_path}: no {ARCH_KEY} key: not a model file")
     arch = reader.fields[ARCH_KEY].contents()
+    if layers is not None:
+        count_key = f"{arch}.block_count"
+        if count_key not in reader.fields:
+            fail(f"{src_path}: no {count_key} key: --layers needs it")
+        have = int(reader.fields[count_key].contents())
+        if not 1 <= layers <= have:
+            fail(f"--layers {layers}: the model has {have} blocks (want 1..{have})")
+    tensors = kept_tensors(reader, layers)
 
     tmp_path = dst_path.with_name(dst_path.name + ".tmp")
     writer = gguf.GGUFWriter(str(tmp_path), arch)
     try:
-        keys = copy_metadata(reader, writer, target)
+        keys = copy_metadata(reader, writer, target, layers)
         summary = defaultdict(lambda: {"n": 0, "params": 0, "bytes": 0, "from": defaultdict(int)})
         expected = []
-        for tensor in reader.tensors:
+        for tensor in tensors:
             payload, qtype, note = convert_tensor(tensor, target)
             if note:
                 print(note, file=sys.stderr)
@@ -173,7 +198,7 @@ def requantize(src_path, dst_path, target):
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
-        file_type = check_output(tmp_path, reader, keys, expected)
+        file_type = check_output(tmp_path, reader, keys, tensors, expected)
         os.replace(tmp_path, dst_path)
     except BaseException:
         writer.close()
@@ -197,6 +222,8 @@ def main(argv=None):
     p.add_argument("output", type=pathlib.Path, metavar="OUT.gguf")
     p.add_argument("--type", required=True, choices=sorted(TARGETS), dest="qtype",
                    help="target type of the 2-D weights")
+    p.add_argument("--layers", type=int, default=None, metavar="K",
+                   help="keep only the first K transformer blocks (default: all)")
     args = p.parse_args(argv)
     if not args.input.is_file():
         p.error(f"input {args.input} does not exist or is not a file")
@@ -207,7 +234,7 @@ def main(argv=None):
     if not args.output.resolve().parent.is_dir():
         p.error(f"directory of {args.output} does not exist")
     try:
-        requantize(args.input, args.output, TARGETS[args.qtype])
+        requantize(args.input, args.output, TARGETS[args.qtype], args.layers)
     except (ValueError, RuntimeError, OSError) as e:
         fail(f"{args.input}: {e}")
 

@@ -56,7 +56,8 @@ ABSL_FLAG(int32_t, metrics_port, 0,
           "worker/serve/coordinator: Prometheus /metrics port on the listen host (0: none); "
           "serve's worker rank r uses metrics_port + 1 + r");
 ABSL_FLAG(int32_t, tp, 2, "serve: tensor-parallel world size (local worker processes)");
-ABSL_FLAG(int32_t, device, -1, "worker: CUDA ordinal of the GPU to compute on (-1: the CPU)");
+ABSL_FLAG(int32_t, device, -1,
+          "worker, generate: CUDA ordinal of the GPU to compute on (-1: the CPU)");
 ABSL_FLAG(std::string, devices, "",
           "serve: GPU of each local worker, comma-separated (0,1: rank 0 on GPU 0, rank 1 on "
           "GPU 1); empty: CPU workers");
@@ -127,6 +128,7 @@ constexpr char kUsage[] =
     "  generate --model PATH --prompt TEXT [--chat] [--max_tokens N] [--temperature T]\n"
     "           [--top_k K] [--top_p P] [--min_p P] [--seed S] [--stop S,...]\n"
     "           [--stop_token_ids ID,...] [--ignore_eos] [--threads N] [--json] [--dequantize]\n"
+    "           [--device N (on a GPU)]\n"
     "           [--workers HOST:PORT,... [--kv_budget_mb M] [--comm C] [cluster]]\n"
     "           (on a world of workers)\n"
     "  worker   --listen HOST:PORT [--port_file F] [--device N] [--dequantize]\n"
@@ -197,6 +199,7 @@ absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags(int argc,
   o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
   o.json = absl::GetFlag(FLAGS_json);
   o.threads = absl::GetFlag(FLAGS_threads);
+  o.device = absl::GetFlag(FLAGS_device);
   o.dequantize = absl::GetFlag(FLAGS_dequantize);
   o.sampling.temperature = absl::GetFlag(FLAGS_temperature);
   o.sampling.top_k = absl::GetFlag(FLAGS_top_k);
@@ -216,6 +219,11 @@ absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags(int argc,
     absl::StatusOr<std::vector<std::string>> list = tpserve::coordinator::ParseWorkerList(workers);
     if (!list.ok()) return list.status();
     o.workers = *std::move(list);
+    if (o.device >= 0) {
+      return absl::InvalidArgumentError(
+          "--device: generate --workers computes on the workers; start each worker with "
+          "--device N instead");
+    }
   }
   o.kv_budget_bytes = absl::GetFlag(FLAGS_kv_budget_mb) << 20;
   o.cluster_tls = ClusterTlsFromFlags();

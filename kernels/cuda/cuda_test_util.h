@@ -51,10 +51,14 @@ class DeviceArray {
     ASSERT_EQ(host.size(), size_);
     ASSERT_EQ(cudaMemcpy(data_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice),
               cudaSuccess);
+    // A copy from pageable memory may return before its data has landed, and the legacy
+    // stream it ran on does not order work on the non-blocking streams the code under test
+    // uses: wait for it here.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   std::vector<T> Download() const {
     std::vector<T> host(size_);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the work on every stream, done
     EXPECT_EQ(cudaMemcpy(host.data(), data_, size_ * sizeof(T), cudaMemcpyDeviceToHost),
               cudaSuccess);
     return host;

@@ -98,6 +98,7 @@ absl::StatusOr<std::unique_ptr<coordinator::StepExecutor>> MakeExecutor(
                         ? options.threads
                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     local.dequantize = options.dequantize;
+    local.device = options.device;
     return std::make_unique<InProcessExecutor>(weights, local);
   }
   coordinator::WorkerPoolOptions pool;

@@ -28,6 +28,7 @@ struct GenerateOptions {
   bool ignore_eos = false;
   bool json = false;                // one JSON object per token, then a summary object
   int threads = 0;                  // 0: every core
+  int device = -1;                  // in process: CUDA ordinal to compute on; -1: the CPU
   int prefill_chunk = 256;          // tokens per prefill step
   bool dequantize = false;          // exact mode: weights dequantised to f32 at load
   engine::SamplingParams sampling;  // its stop_token_ids end the generation too

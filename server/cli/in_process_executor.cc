@@ -12,10 +12,15 @@
 namespace tpserve::cli {
 
 InProcessExecutor::InProcessExecutor(const model::WeightSource& weights, InProcessOptions options)
-    : weights_(weights), options_(options), backend_(std::max(1, options.threads)) {}
+    : weights_(weights), options_(options) {}
 
 absl::Status InProcessExecutor::Start() {
   model_.reset();
+  if (rank_.backend == nullptr) {
+    const worker::RankDevice where{.device = options_.device, .threads = options_.threads};
+    ASSIGN_OR_RETURN(rank_, worker::BuildRank(where, /*store=*/nullptr, worker::CommSpec{},
+                                              worker::DefaultCommFactory()));
+  }
   ASSIGN_OR_RETURN(model::ShardPlan plan, model::MakeShardPlan(weights_.config(), 0, 1));
   engine::EngineOptions engine;
   engine.max_batch_tokens = std::max<int64_t>(1, options_.max_batch_tokens);
@@ -24,7 +29,7 @@ absl::Status InProcessExecutor::Start() {
   engine.kv_blocks = std::max<int64_t>(1, options_.kv_blocks);
   engine.dequantize = options_.dequantize;
   absl::StatusOr<std::unique_ptr<engine::LlamaModel>> model =
-      engine::LlamaModel::Load(weights_, plan, &backend_, &comm_, engine);
+      engine::LlamaModel::Load(weights_, plan, rank_.backend.get(), rank_.comm.get(), engine);
   if (!model.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("loading the model: ", model.status().message()));
@@ -63,6 +68,8 @@ absl::StatusOr<coordinator::StepOutcome> InProcessExecutor::RunStep(const tpserv
 
 int64_t InProcessExecutor::kv_blocks() const { return model_ != nullptr ? model_->kv_blocks() : 0; }
 
-std::string InProcessExecutor::comm_backend() const { return std::string(comm_.backend_name()); }
+std::string InProcessExecutor::comm_backend() const {
+  return rank_.comm != nullptr ? std::string(rank_.comm->backend_name()) : "local";
+}
 
 }  // namespace tpserve::cli

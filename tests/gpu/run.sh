@@ -1,81 +1,277 @@
 #!/usr/bin/env bash
-# The GPU check, the one script to run on a machine with an NVIDIA GPU (CI has none; there the
-# CUDA tests skip). It builds the CUDA targets for the GPU present, then runs
-#   - every CUDA kernel against the CPU scalar reference over several shapes (kernels/cuda),
-#   - the NCCL communicator and the Gloo-staged communicator (two ranks sharing one GPU),
-#   - the model on the GPU against the CPU: a synthetic model, SmolLM2-135M greedy tokens
-#     (teacher-forced agreement and first free-running divergence), TP=2 on one GPU,
-#   - the decode benchmark of a synthetic Llama-3-8B-shaped model at batch 1, 16 and 64
-#     (tokens/s and the fraction of the HBM bandwidth limit),
-# and writes everything as JSON to $OUT/gpu_results.json (OUT defaults to .cache/gpu), with
-# the full log beside it. Every phase is bounded by `timeout`; the whole run stays under
-# 8 minutes on a 16-core machine. Exit status: 0 when every test passed.
-#
-# Environment: OUT (results folder), TPSERVE_SKIP_DEPS=1 (the Debian packages are already
-# there: no apt-get), TPSERVE_CUDA_ARCHS (default: native, the GPU present),
-# TPSERVE_GPU_BUILD_DIR (default: build-gpu), TPSERVE_GPU_BUILD_TYPE (default: Release).
+# The GPU check: runs, on a machine with an NVIDIA GPU, the bundle that scripts/gpu-bundle.sh
+# built elsewhere (.gpu-bundle/). It installs nothing and builds nothing, so it runs on a bare,
+# offline machine:
+#   - probes nvidia-smi, the libraries the bundle expects the machine to provide (cudart,
+#     cuBLAS, NCCL: /usr/local/cuda, the Python wheels' folders) and ldd of every binary;
+#   - runs every CUDA test binary (kernels against the CPU reference, the NCCL and staged Gloo
+#     communicators, the model on the GPU against the CPU on SmolLM2's real weights), the
+#     decode benchmark of a synthetic Llama-3-8B-shaped model made on the GPU (batch 1, 16,
+#     64: tokens/s and the fraction of the HBM limit), and `tpserve generate` on the GPU and on
+#     the CPU (their greedy tokens side by side);
+#   - under one deadline (TPSERVE_GPU_DEADLINE, default 480 s): each binary's timeout is what
+#     is left of it;
+#   - writes $OUT/gpu_results.json (OUT defaults to .cache/gpu) after every binary and on
+#     exit, whatever happens: each binary's exit code or signal, whether it timed out, its
+#     GoogleTest report (or that none came), and the log beside it ($OUT/gpu_run.log). Two
+#     files, within what a device call brings back.
+# Environment: OUT, TPSERVE_GPU_DEADLINE, TPSERVE_GPU_BUNDLE (default .gpu-bundle),
+# TPSERVE_GPU_MODEL (default: the bundle's model).
+# Exit status: 0 when everything ran and passed; 1 otherwise; 2 without a bundle.
+# Without a GPU (CI, or a chroot proving the bundle) every test skips with its reason and the
+# benchmark and the GPU generation are recorded as skipped.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
+bundle_dir="${TPSERVE_GPU_BUNDLE:-$root/.gpu-bundle}"
 out="${OUT:-$root/.cache/gpu}"
+deadline="${TPSERVE_GPU_DEADLINE:-480}"
 mkdir -p "$out"
+results="$out/gpu_results.json"
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-exec > >(tee "$out/gpu_run.log") 2>&1
 started=$(date +%s)
 elapsed() { echo $(($(date +%s) - started)); }
+left() { echo $((deadline - $(elapsed))); }
+exec > >(tee "$out/gpu_run.log") 2>&1
 
-echo "== GPU"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ||
-  echo "nvidia-smi is not available"
+# JSON pieces. str: a string literal (control characters dropped, newlines kept as \n).
+str() {
+  local s
+  s="$(printf '%s' "$1" | tr -d '\000-\010\013\014\016-\037')"
+  s="${s//\\/\\\\}"
+  s="${s//\"/\\\"}"
+  s="${s//$'\n'/\\n}"
+  s="${s//$'\t'/\\t}"
+  printf '"%s"' "$s"
+}
+# A JSON file's text when it parses (python3 checks when it is there), else null.
+json_or_null() {
+  local f="$1"
+  if [[ ! -s "$f" ]]; then echo null; return; fi
+  if command -v python3 >/dev/null; then
+    python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$f" 2>/dev/null || { echo null; return; }
+  elif [[ "$(head -c1 "$f")" != "{" || "$(tr -d ' \n' <"$f" | tail -c1)" != "}" ]]; then
+    echo null
+    return
+  fi
+  cat "$f"
+}
 
-if [[ "${TPSERVE_SKIP_DEPS:-0}" != 1 ]]; then
-  timeout 300 scripts/install-deps.sh || { echo "run.sh: installing dependencies failed"; exit 1; }
-fi
-model="models/SmolLM2-135M-Instruct.Q4_1.gguf"
-if [[ ! -f "$model" ]]; then
-  timeout 120 scripts/fetch-model.sh ||
-    echo "run.sh: $model is not available: the SmolLM2 GPU test will skip"
-fi
+bundle_info=""
+probe="{}"
+records=()
+decode_bench=null
+generate=null
+finished=false
+status="incomplete"
 
-echo "== build ($(elapsed) s)"
-build="${TPSERVE_GPU_BUILD_DIR:-$root/build-gpu}"
-if ! timeout 240 cmake -S . -B "$build" -G Ninja -DTPSERVE_CUDA=ON -DCMAKE_BUILD_TYPE="${TPSERVE_GPU_BUILD_TYPE:-Release}" \
-  -DCMAKE_CUDA_ARCHITECTURES="${TPSERVE_CUDA_ARCHS:-native}" >"$work/configure.log" 2>&1; then
-  tail -30 "$work/configure.log"
-  echo "run.sh: configure failed"
-  exit 1
+write_results() {
+  local joined
+  joined="$(IFS=,; echo "${records[*]:-}")"
+  {
+    printf '{"script":"tests/gpu/run.sh","bundle":%s,"deadline_s":%s,"elapsed_s":%s,' \
+      "$(str "$bundle_info")" "$deadline" "$(elapsed)"
+    printf '"finished":%s,"status":%s,"probe":%s,"binaries":[%s],' \
+      "$finished" "$(str "$status")" "$probe" "$joined"
+    printf '"decode_bench":%s,"generate":%s}\n' "$decode_bench" "$generate"
+  } >"$results.tmp" && mv "$results.tmp" "$results"
+}
+on_exit() {
+  write_results
+  echo "run.sh: $status after $(elapsed) s; results in $results"
+  if command -v python3 >/dev/null; then python3 "$root/tests/gpu/summarize.py" "$results" || true; fi
+  rm -rf "$work"
+}
+trap on_exit EXIT
+trap 'status="stopped by a signal"; exit 143' TERM INT HUP
+
+echo "== probe"
+gpu_line="$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1)" ||
+  gpu_line="nvidia-smi failed: $gpu_line"
+command -v nvidia-smi >/dev/null || gpu_line="nvidia-smi is not on the PATH"
+echo "$gpu_line"
+have_gpu=false
+nvidia-smi -L >/dev/null 2>&1 && have_gpu=true
+
+# Folders holding the libraries the bundle does not carry: the toolkit's, the driver's, and
+# the nvidia-* wheels' lib/ folders (NCCL ships only there).
+lib_dirs=(/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/nvidia/lib64)
+if command -v python3 >/dev/null; then
+  while read -r d; do lib_dirs+=("$d"); done < <(python3 - <<'EOF' 2>/dev/null
+import glob, os, site, sys
+roots = site.getsitepackages() + [site.getusersitepackages()] + sys.path
+seen = set()
+for r in roots:
+    for d in glob.glob(os.path.join(r, "nvidia", "*", "lib")):
+        if d not in seen:
+            seen.add(d)
+            print(d)
+EOF
+  )
 fi
-tests=()
-for f in kernels/cuda/*_test.cc server/engine/cuda/*_test.cc server/comm/nccl/*_test.cc \
-  server/comm/staging/*_test.cc; do
-  tests+=("$(basename "$f" .cc)")
+existing=()
+for d in "${lib_dirs[@]}"; do [[ -d "$d" ]] && existing+=("$d"); done
+LD_LIBRARY_PATH="$(IFS=:; echo "${existing[*]:-}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH
+provided=""
+for lib in libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+  found=""
+  for d in "${existing[@]}"; do [[ -e "$d/$lib" ]] && { found="$d/$lib"; break; }; done
+  [[ -z "$found" ]] && found="$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l {print $NF; exit}')"
+  echo "  $lib: ${found:-not found}"
+  provided+="${provided:+,}$(str "$lib"):$(if [[ -n "$found" ]]; then str "$found"; else echo null; fi)"
 done
-if ! timeout 300 ninja -C "$build" "${tests[@]}" cuda_decode_throughput >"$work/build.log" 2>&1; then
-  grep -E "error|FAILED" "$work/build.log" | head -40
-  echo "run.sh: build failed"
-  exit 1
+probe="{\"nvidia_smi\":$(str "$gpu_line"),\"gpu\":$have_gpu,\"host\":$(str "$(uname -srm)"),"
+probe+="\"cores\":$(nproc),\"library_path\":$(str "$LD_LIBRARY_PATH"),\"provided\":{$provided}"
+
+tarball="$bundle_dir/tpserve-gpu.tar.gz"
+if [[ ! -f "$tarball" ]]; then
+  probe+="}"
+  status="no bundle"
+  echo "run.sh: no bundle at $tarball. Make one where the CUDA toolkit is (the project's" \
+    "build machine): scripts/gpu-bundle.sh, then carry .gpu-bundle to this machine."
+  exit 2
 fi
+bin="$work/bundle"
+mkdir -p "$bin"
+if ! tar -C "$bin" -xzf "$tarball"; then
+  probe+="}"
+  status="bundle unreadable"
+  exit 2
+fi
+bundle_info="$(head -1 "$bin/MANIFEST" | sed "s/^# //")"
+echo "$bundle_info"
+mapfile -t programs < <(grep -v '^#' "$bin/MANIFEST")
+model="${TPSERVE_GPU_MODEL:-$(ls "$bundle_dir"/models/*.gguf 2>/dev/null | head -1)}"
+export TPSERVE_GPU_MODEL="$model"  # the real-weights model of cuda_llama_model_test
+ldd_missing=""
+for p in "${programs[@]}"; do
+  missing="$(ldd "$bin/$p" 2>&1 | awk '/not found/ {print $1}' | tr '\n' ' ')"
+  if [[ -n "$missing" ]]; then
+    echo "  ldd $p: missing $missing"
+    ldd_missing+="${ldd_missing:+,}$(str "$p"):$(str "$missing")"
+  fi
+done
+probe+=",\"model\":$(str "${model##*/}"),\"ldd_missing\":{$ldd_missing}}"
+write_results
+
+# run NAME CAP_S OUTCOME_FILE CMD...: runs CMD with the smaller of CAP_S and what is left of
+# the deadline (keeping 15 s for the end); sets rc, signal, timed_out, seconds, timeout_s.
+run_bounded() {
+  local cap="$1"
+  shift
+  timeout_s=$(($(left) - 15))
+  ((timeout_s > cap)) && timeout_s=$cap
+  rc="" signal="" timed_out=false seconds=0
+  if ((timeout_s < 5)); then return 1; fi
+  local t0
+  t0=$(date +%s)
+  timeout -k 5 "$timeout_s" "$@"
+  rc=$?
+  seconds=$(($(date +%s) - t0))
+  if ((rc == 124 || rc == 137)) && ((seconds >= timeout_s)); then
+    timed_out=true
+  elif ((rc > 128)); then
+    signal="SIG$(kill -l $((rc - 128)) 2>/dev/null || echo $((rc - 128)))"
+  fi
+  return 0
+}
+record() {  # name kind outcome extra-json-fields
+  records+=("{\"name\":$(str "$1"),\"kind\":\"$2\",\"outcome\":$(str "$3"),\"rc\":${rc:-null},\"signal\":$(if [[ -n "$signal" ]]; then str "$signal"; else echo null; fi),\"timed_out\":$timed_out,\"seconds\":$seconds,\"timeout_s\":$timeout_s$4}")
+  echo "-- $1: $3 (rc ${rc:-none}${signal:+, $signal}, $seconds s)"
+  write_results
+}
+failed=0
+top_count() { sed -n "s/^  \"$1\": \([0-9]*\),*$/\1/p" "$2" | head -1; }
 
 echo "== CUDA tests ($(elapsed) s)"
-mkdir -p "$work/gtest"
-failed=0
-for t in "${tests[@]}"; do
-  bin="$(find "$build" -name "$t" -type f -perm -u+x | head -1)"
-  if [[ -z "$bin" ]]; then
-    echo "run.sh: $t was not built"
+for p in "${programs[@]}"; do
+  [[ "$p" == *_test ]] || continue
+  report="$work/$p.json"
+  cap=120
+  [[ "$p" == cuda_llama_model_test ]] && cap=240
+  echo "-- $p"
+  if ! run_bounded "$cap" "$bin/$p" --gtest_output="json:$report"; then
+    record "$p" gtest "not run: deadline" ""
     failed=1
     continue
   fi
-  echo "-- $t"
-  timeout 150 "$bin" --gtest_output="json:$work/gtest/$t.json" --gtest_brief=1 || failed=1
+  tests="$(top_count tests "$report")"
+  failures="$(top_count failures "$report")"
+  skipped="$(grep -c '"result": "SKIPPED"' "$report" 2>/dev/null)"
+  if $timed_out; then
+    outcome="timed out"
+  elif [[ -n "$signal" ]]; then
+    outcome="crashed ($signal)"
+  elif [[ ! -s "$report" ]]; then
+    outcome="no report (rc $rc)"
+  elif ((rc != 0)) || [[ "${failures:-1}" != 0 ]]; then
+    outcome="failed"
+  elif [[ "${skipped:-0}" == "${tests:-x}" ]]; then
+    outcome="skipped"
+  else
+    outcome="passed"
+  fi
+  [[ "$outcome" == passed || "$outcome" == skipped ]] || failed=1
+  record "$p" gtest "$outcome" ",\"tests\":${tests:-null},\"failures\":${failures:-null},\"skipped\":${skipped:-0},\"report\":$(json_or_null "$report")"
 done
 
 echo "== decode benchmark ($(elapsed) s)"
-timeout 150 "$build/bench/cuda_decode_throughput" --batches=1,16,64 --context=512 --steps=32 \
-  --json_out="$work/bench.json" || failed=1
+if run_bounded 150 "$bin/cuda_decode_throughput" --batches=1,16,64 --context=512 --steps=32 \
+  --json_out="$work/bench.json"; then
+  decode_bench="$(json_or_null "$work/bench.json")"
+  if ((rc == 0)) && [[ "$decode_bench" != null ]]; then
+    outcome=passed
+  elif ((rc == 2)) && ! $have_gpu; then
+    outcome="skipped (no GPU)"
+  else
+    outcome="failed"
+    failed=1
+  fi
+  record cuda_decode_throughput bench "$outcome" ""
+else
+  record cuda_decode_throughput bench "not run: deadline" ""
+  failed=1
+fi
 
-echo "== results ($(elapsed) s)"
-python3 tests/gpu/summarize.py --gtest "$work/gtest" --bench "$work/bench.json" \
-  --seconds "$(elapsed)" --out "$out/gpu_results.json" || failed=1
+echo "== tpserve generate, GPU and CPU ($(elapsed) s)"
+# generate DEVICE (-1: the CPU) LABEL: 24 greedy tokens of the chat prompt, recorded; sets ids
+# (empty when none came).
+generate_on() {
+  local f="$work/generate$1.jsonl" outcome
+  ids=""
+  if ! run_bounded 60 "$bin/tpserve" generate --model="$model" --chat --max_tokens=24 --json \
+    --prompt="What is the capital of France?" --device="$1" --threads="$(nproc)" >"$f"; then
+    record "$2" generate "not run: deadline" ""
+    failed=1
+    return
+  fi
+  ids="$(sed -n 's/.*"token_ids":\[\([0-9,]*\)\].*/\1/p' "$f")"
+  if [[ -n "$ids" ]]; then
+    outcome=passed
+  elif (($1 >= 0)) && ! $have_gpu && [[ "$rc" == 1 ]]; then
+    outcome="skipped (no GPU)"
+  else
+    outcome=failed
+    failed=1
+  fi
+  record "$2" generate "$outcome" ""
+}
+if [[ -z "$model" ]]; then
+  echo "run.sh: no model in $bundle_dir/models: the generation is not run"
+  failed=1
+else
+  generate_on -1 "tpserve generate (CPU)"
+  cpu_ids="$ids"
+  generate_on 0 "tpserve generate (GPU)"
+  gpu_ids="$ids"
+  same=null
+  if [[ -n "$cpu_ids" && -n "$gpu_ids" ]]; then
+    same=false
+    [[ "$cpu_ids" == "$gpu_ids" ]] && same=true
+  fi
+  generate="{\"model\":$(str "${model##*/}"),\"cpu_token_ids\":[$cpu_ids],\"gpu_token_ids\":[$gpu_ids],\"same_tokens\":$same}"
+fi
+
+finished=true
+if ((failed)); then status="failed"; else status="passed"; fi
 exit "$failed"

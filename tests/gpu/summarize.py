@@ -1,10 +1,12 @@
-"""Merges the GoogleTest JSON reports and the decode benchmark of tests/gpu/run.sh into one
-JSON file and prints a short summary: per test its result and recorded properties (token
-agreement, logit errors), totals, and the benchmark's tokens/s and fraction of bandwidth."""
+"""Prints what tests/gpu/run.sh recorded in gpu_results.json: the probe, each binary's outcome,
+every test case that did not pass or recorded properties (token agreement, logit errors), the
+decode benchmark's tokens/s and fraction of the HBM limit, and the GPU's and CPU's generation.
 
-import argparse
+  python3 tests/gpu/summarize.py .cache/gpu/gpu_results.json
+
+Exit status: 0 when the run finished and passed."""
+
 import json
-import pathlib
 import sys
 
 # Keys of a GoogleTest testcase object that are not recorded properties.
@@ -12,52 +14,55 @@ _GTEST_KEYS = {"name", "file", "line", "status", "result", "timestamp", "time", 
                "failures", "skipped"}
 
 
-def collect_tests(folder: pathlib.Path) -> list:
+def test_cases(report: dict) -> list:
+    """(name, outcome, properties, failure texts) of every case in a GoogleTest JSON report."""
     cases = []
-    for report in sorted(folder.glob("*.json")):
-        data = json.loads(report.read_text())
-        for suite in data.get("testsuites", []):
-            for case in suite.get("testsuite", []):
-                result = case.get("result", "")
-                outcome = "skipped" if result == "SKIPPED" else (
-                    "failed" if case.get("failures") else "passed")
-                cases.append({
-                    "binary": report.stem,
-                    "test": f"{suite['name']}.{case['name']}",
-                    "outcome": outcome,
-                    "failures": [f.get("failure", "") for f in case.get("failures", [])],
-                    "properties": {k: v for k, v in case.items() if k not in _GTEST_KEYS},
-                })
+    for suite in report.get("testsuites", []):
+        for case in suite.get("testsuite", []):
+            failures = [f.get("failure", "") for f in case.get("failures", [])]
+            outcome = ("skipped" if case.get("result") == "SKIPPED"
+                       else "failed" if failures else "passed")
+            props = {k: v for k, v in case.items() if k not in _GTEST_KEYS}
+            cases.append((f"{suite['name']}.{case['name']}", outcome, props, failures))
     return cases
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--gtest", type=pathlib.Path, required=True)
-    parser.add_argument("--bench", type=pathlib.Path, required=True)
-    parser.add_argument("--seconds", type=int, default=0)
-    parser.add_argument("--out", type=pathlib.Path, required=True)
-    args = parser.parse_args()
-
-    cases = collect_tests(args.gtest)
-    totals = {k: sum(1 for c in cases if c["outcome"] == k)
-              for k in ("passed", "failed", "skipped")}
-    bench = json.loads(args.bench.read_text()) if args.bench.exists() else None
-    result = {"seconds": args.seconds, "totals": totals, "tests": cases, "decode_bench": bench}
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-
-    print(f"tests: {totals['passed']} passed, {totals['failed']} failed, "
-          f"{totals['skipped']} skipped")
-    for c in cases:
-        if c["outcome"] != "passed" or c["properties"]:
-            extra = " ".join(f"{k}={v}" for k, v in c["properties"].items())
-            print(f"  {c['outcome']:7s} {c['test']} {extra}")
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(sys.argv[1]) as f:
+        results = json.load(f)
+    probe = results.get("probe", {})
+    print(f"GPU: {probe.get('nvidia_smi', '?')}; bundle: {results.get('bundle', '?')}")
+    for name, missing in probe.get("ldd_missing", {}).items():
+        print(f"  ldd {name}: missing {missing}")
+    totals = {}
+    for b in results.get("binaries", []):
+        line = f"  {b['outcome']:18s} {b['name']} ({b['seconds']} s"
+        if "tests" in b:
+            line += f", {b['tests']} tests, {b['failures']} failed, {b['skipped']} skipped"
+        print(line + ")")
+        for name, outcome, props, failures in test_cases(b.get("report") or {}):
+            totals[outcome] = totals.get(outcome, 0) + 1
+            if outcome == "failed" or props:
+                extra = " ".join(f"{k}={v}" for k, v in props.items())
+                print(f"      {outcome:7s} {name} {extra}")
+                for text in failures:
+                    print("        " + text.replace("\n", "\n        ")[:600])
+    print("  test cases: " + ", ".join(f"{n} {k}" for k, n in sorted(totals.items())))
+    bench = results.get("decode_bench")
     if bench:
-        for r in bench["results"]:
+        for r in bench.get("results", []):
             print(f"  decode batch {r['batch']:3d}: {r['tokens_per_s']:9.1f} tokens/s, "
                   f"{100 * r['fraction_of_hbm_limit']:5.1f}% of {bench['hbm_limit_gbps']:.0f} GB/s")
-    print(f"results: {args.out}")
-    return 1 if totals["failed"] else 0
+    gen = results.get("generate")
+    if gen:
+        print(f"  generate on {gen['model']}: GPU and CPU greedy tokens "
+              f"{'agree' if gen['same_tokens'] else 'differ' if gen['same_tokens'] is False else 'not both run'}")
+    print(f"status: {results.get('status')} ({'finished' if results.get('finished') else 'unfinished'}, "
+          f"{results.get('elapsed_s')} s of {results.get('deadline_s')} s)")
+    return 0 if results.get("finished") and results.get("status") == "passed" else 1
 
 
 if __name__ == "__main__":

@@ -75,3 +75,41 @@ def test_bad_arguments_fail_cleanly(repo_root, smollm_gguf, tmp_path):
              "--type", "Q8_0")
     assert r.returncode == 2 and "does not exist" in r.stderr
     assert not any(tmp_path.iterdir())
+
+
+def test_first_layers_only_make_a_smaller_model_the_engine_runs(repo_root, smollm_gguf, tmp_path,
+                                                                tpserve_bin):
+    """--layers K (the GPU check's real-weights model): the real tokenizer and embedding, the
+    first K blocks bit for bit, block_count K; and tpserve loads and runs it."""
+    out_path = tmp_path / "smollm-l2.gguf"
+    r = _run(repo_root, str(smollm_gguf), str(out_path), "--type", "Q4_1", "--layers", "2")
+    assert r.returncode == 0, r.stderr
+    src = gguf.GGUFReader(str(smollm_gguf))
+    out = gguf.GGUFReader(str(out_path))
+    assert out.fields["llama.block_count"].contents() == 2
+    assert src.fields["llama.block_count"].contents() == 30
+    tokens = "tokenizer.ggml.tokens"
+    assert [bytes(p) for p in out.fields[tokens].parts] == [bytes(p) for p in src.fields[tokens].parts]
+    kept = [t for t in src.tensors if not t.name.startswith("blk.") or int(t.name.split(".")[1]) < 2]
+    assert [t.name for t in out.tensors] == [t.name for t in kept]
+    assert any(t.name.startswith("blk.1.") for t in out.tensors)
+    for s, o in zip(kept, out.tensors):
+        if s.tensor_type == gguf.GGMLQuantizationType.Q4_1 or len(s.shape) == 1:
+            np.testing.assert_array_equal(o.data, s.data, err_msg=s.name)  # copied as is
+        else:
+            assert s.name == "token_embd.weight" and o.tensor_type == gguf.GGMLQuantizationType.Q4_1
+    assert out_path.stat().st_size < smollm_gguf.stat().st_size * 0.4
+
+    gen = subprocess.run([str(tpserve_bin), "generate", f"--model={out_path}", "--prompt=Paris is",
+                          "--max_tokens=4", "--ignore_eos", "--json", "--threads=1"],
+                         capture_output=True, text=True, timeout=120)
+    assert gen.returncode == 0, gen.stderr
+    assert gen.stdout.count('"token"') >= 4 or gen.stdout.count("\n") >= 4, gen.stdout
+
+
+def test_layers_out_of_range_fail_cleanly(repo_root, smollm_gguf, tmp_path):
+    for layers in ("0", "31"):
+        r = _run(repo_root, str(smollm_gguf), str(tmp_path / "out.gguf"), "--type", "Q4_1",
+                 "--layers", layers)
+        assert r.returncode == 1 and f"--layers {layers}: the model has 30 blocks" in r.stderr
+    assert not any(tmp_path.iterdir())

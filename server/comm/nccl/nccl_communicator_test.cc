@@ -10,19 +10,15 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "kernels/cuda/cuda_test_util.h"
 #include "server/comm/store.h"
 
 namespace tpserve::comm {
 namespace {
 
-int VisibleGpus() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the "no device" / "no driver" error
-    return 0;
-  }
-  return n;
-}
+using ::tpserve::cuda::testing::VisibleGpus;
+// Device buffers whose copies wait for the device (see DeviceArray).
+using DeviceBuffer = ::tpserve::cuda::testing::DeviceArray<float>;
 
 #define SKIP_WITHOUT_GPUS(n)                                                            \
   do {                                                                                  \
@@ -30,34 +26,6 @@ int VisibleGpus() {
     if (gpus == 0) GTEST_SKIP() << "no GPU visible";                                    \
     if (gpus < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs, " << gpus << " visible"; \
   } while (0)
-
-// A float buffer in device memory. data: [size].
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t size) : size_(size) {
-    EXPECT_EQ(cudaMalloc(&data_, size * sizeof(float)), cudaSuccess);
-  }
-  ~DeviceBuffer() { cudaFree(data_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  float* data() { return data_; }
-  void Upload(const std::vector<float>& host) {
-    ASSERT_EQ(host.size(), size_);
-    ASSERT_EQ(cudaMemcpy(data_, host.data(), size_ * sizeof(float), cudaMemcpyHostToDevice),
-              cudaSuccess);
-  }
-  std::vector<float> Download() const {
-    std::vector<float> host(size_);
-    EXPECT_EQ(cudaMemcpy(host.data(), data_, size_ * sizeof(float), cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    return host;
-  }
-
- private:
-  size_t size_;
-  float* data_ = nullptr;
-};
 
 // Holds a stream back until opened: a stand-in for a peer that never arrives.
 struct StreamGate {
