@@ -120,7 +120,10 @@ for lib in libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libncc
   echo "  $lib: ${found:-not found}"
   provided+="${provided:+,}$(str "$lib"):$(if [[ -n "$found" ]]; then str "$found"; else echo null; fi)"
 done
+os_name="$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
+echo "$(uname -srm), ${os_name:-unknown OS}, $(nproc) cores, $(ldd --version 2>&1 | head -1)"
 probe="{\"nvidia_smi\":$(str "$gpu_line"),\"gpu\":$have_gpu,\"host\":$(str "$(uname -srm)"),"
+probe+="\"os\":$(str "$os_name"),\"libc\":$(str "$(ldd --version 2>&1 | head -1)"),"
 probe+="\"cores\":$(nproc),\"library_path\":$(str "$LD_LIBRARY_PATH"),\"provided\":{$provided}"
 
 tarball="$bundle_dir/tpserve-gpu.tar.gz"
