@@ -7,7 +7,7 @@ if(NOT TPSERVE_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   find_package(CUDAToolkit QUIET)
-  find_library(TPSERVE_NCCL_LIBRARY nccl HINTS /usr/local/cuda/lib64 ${CUDAToolkit_LIBRARY_DIR})
+  find_library(TPSERVE_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS /usr/local/cuda/lib64 ${CUDAToolkit_LIBRARY_DIR})
   find_path(TPSERVE_NCCL_INCLUDE nccl.h HINTS /usr/local/cuda/include ${CUDAToolkit_INCLUDE_DIRS})
   if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND TARGET CUDA::cublas AND TPSERVE_NCCL_LIBRARY
      AND TPSERVE_NCCL_INCLUDE)
