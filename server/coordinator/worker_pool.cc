@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
+#include "server/protocol/session_codec.h"
 #include "server/protocol/step_codec.h"
 
 namespace tpserve::coordinator {
@@ -28,17 +29,6 @@ namespace {
 // milliseconds takes 50-100 µs to run again on a virtual machine (measured on a 2-vCPU VM:
 // 113 µs to notice a result after 20 ms asleep, 5 µs when polling).
 constexpr absl::Duration kPollAfterWake = absl::Milliseconds(2);
-
-// OK when a worker's Ready can be trusted: a non-empty KV cache and the vocabulary the
-// coordinator read from the model (its sampled ids are checked against it).
-absl::Status CheckReady(const tpserve::v1::Ready& ready, int32_t vocab_size) {
-  if (ready.kv_blocks() < 1) return absl::FailedPreconditionError("Ready: kv_blocks is 0");
-  if (vocab_size > 0 && ready.vocab_size() != static_cast<uint32_t>(vocab_size)) {
-    return absl::FailedPreconditionError(absl::StrCat("Ready: vocab_size ", ready.vocab_size(),
-                                                      " where the model has ", vocab_size));
-  }
-  return absl::OkStatus();
-}
 
 std::string HostOf(const std::string& address) {
   if (!address.empty() && address.front() == '[') {  // [v6]:port
@@ -62,20 +52,21 @@ std::unique_ptr<comm::ShmStepLink> OpenStepLink(int world_size) {
 // shared-memory link (empty: none).
 CoordinatorMessage InitMessage(const WorkerPoolOptions& options, int rank, uint64_t generation,
                                const std::string& step_link) {
+  protocol::WorldAssignment world;
+  world.model_path = options.model_path;
+  world.rank = rank;
+  world.world_size = static_cast<int>(options.workers.size());
+  world.backend = options.backend;
+  world.kv_budget_bytes = options.kv_budget_bytes;
+  world.kv_block_size = options.kv_block_size;
+  world.world_generation = generation;
+  world.comm_host = HostOf(options.workers[rank]);
+  world.comm_timeout = options.comm_timeout;
+  world.threads = options.threads;
+  world.dequantize = options.dequantize;
+  world.step_link = step_link;
   CoordinatorMessage message;
-  tpserve::v1::Init* init = message.mutable_init();
-  init->set_model_path(options.model_path);
-  init->set_rank(static_cast<uint32_t>(rank));
-  init->set_world_size(static_cast<uint32_t>(options.workers.size()));
-  init->set_backend(options.backend);
-  init->set_kv_budget_bytes(options.kv_budget_bytes);
-  init->set_kv_block_size(options.kv_block_size);
-  init->set_world_generation(generation);
-  init->set_comm_host(HostOf(options.workers[rank]));
-  init->set_comm_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(options.comm_timeout)));
-  init->set_threads(options.threads);
-  init->set_dequantize(options.dequantize);
-  if (!step_link.empty()) init->set_step_link(step_link);
+  *message.mutable_init() = protocol::EncodeInit(world);
   return message;
 }
 
@@ -222,20 +213,25 @@ absl::Status WorkerPool::Start() {
     }
   }
   if (state_ != State::kStarting) return down_;
+  std::vector<protocol::WorkerHoldings> holdings;
   for (const auto& s : sessions_) {
-    if (absl::Status valid = CheckReady(*s->ready, options_.vocab_size); !valid.ok()) {
-      MarkDownLocked(s->rank, absl::StatusCode::kFailedPrecondition, std::string{valid.message()});
+    absl::StatusOr<protocol::WorkerHoldings> held =
+        protocol::DecodeReady(*s->ready, options_.vocab_size);
+    if (!held.ok()) {
+      MarkDownLocked(s->rank, absl::StatusCode::kFailedPrecondition,
+                     std::string{held.status().message()});
       return down_;
     }
+    holdings.push_back(*std::move(held));
   }
-  kv_blocks_ = sessions_.front()->ready->kv_blocks();
-  for (const auto& s : sessions_) {
-    kv_blocks_ = std::min<int64_t>(kv_blocks_, s->ready->kv_blocks());
-  }
-  vocab_size_ = static_cast<int32_t>(sessions_.front()->ready->vocab_size());
-  comm_backend_ = sessions_.front()->ready->comm_backend();
+  kv_blocks_ = holdings.front().kv_blocks;
   use_link_ = link_ != nullptr;
-  for (const auto& s : sessions_) use_link_ = use_link_ && s->ready->step_link();
+  for (const protocol::WorkerHoldings& held : holdings) {
+    kv_blocks_ = std::min(kv_blocks_, held.kv_blocks);
+    use_link_ = use_link_ && held.step_link;
+  }
+  vocab_size_ = holdings.front().vocab_size;
+  comm_backend_ = holdings.front().comm_backend;
   state_ = State::kUp;
   LOG(INFO) << "world generation " << generation_ << " up: " << world_size() << " workers over "
             << comm_backend_ << ", " << kv_blocks_ << " KV blocks, steps over "

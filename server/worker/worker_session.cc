@@ -58,14 +58,15 @@ grpc::Status WorkerSession::Run() {
     Write(ErrorMessage(std::string{refused.message()}));
     return ToGrpcStatus(refused);
   }
-  const Init init = first.init();
-  if (absl::Status valid = ValidateInit(init, options_.device, options_.init_limits); !valid.ok()) {
+  if (absl::Status valid = ValidateInit(first.init(), options_.device, options_.init_limits);
+      !valid.ok()) {
     LOG(WARNING) << "refusing Init: " << valid;
     const std::string text(valid.message());
     Write(ErrorMessage(text));
     return ToGrpcStatus(valid);
   }
-  absl::StatusOr<std::string> model_path = options_.model_root.Resolve(init.model_path());
+  const protocol::WorldAssignment init = protocol::DecodeInit(first.init());
+  absl::StatusOr<std::string> model_path = options_.model_root.Resolve(init.model_path);
   if (!model_path.ok()) {
     LOG(WARNING) << "refusing Init: " << model_path.status() << " (--model_root "
                  << options_.model_root.dir() << ")";
@@ -73,8 +74,8 @@ grpc::Status WorkerSession::Run() {
     return ToGrpcStatus(model_path.status());
   }
   model_path_ = *std::move(model_path);
-  LOG(INFO) << "Init: rank " << init.rank() << "/" << init.world_size() << " generation "
-            << init.world_generation() << " model " << init.model_path();
+  LOG(INFO) << "Init: rank " << init.rank << "/" << init.world_size << " generation "
+            << init.world_generation << " model " << init.model_path;
   store_ = std::make_unique<StreamStore>(
       [this](const tpserve::v1::StoreRequest& request) {
         WorkerMessage m;
@@ -83,9 +84,9 @@ grpc::Status WorkerSession::Run() {
       },
       options_.store_op_timeout);
 
-  if (!init.step_link().empty()) {
-    absl::StatusOr<std::unique_ptr<comm::ShmStepLink>> link = comm::ShmStepLink::Open(
-        init.step_link(), static_cast<int>(init.rank()), static_cast<int>(init.world_size()));
+  if (!init.step_link.empty()) {
+    absl::StatusOr<std::unique_ptr<comm::ShmStepLink>> link =
+        comm::ShmStepLink::Open(init.step_link, init.rank, init.world_size);
     if (link.ok()) {
       link_ = *std::move(link);
     } else {
@@ -134,9 +135,9 @@ void WorkerSession::Fail(const std::string& message) {
   }
 }
 
-absl::Status WorkerSession::BuildWorld(const Init& init) {
-  rank_ = static_cast<int>(init.rank());
-  const int world = static_cast<int>(init.world_size());
+absl::Status WorkerSession::BuildWorld(const protocol::WorldAssignment& init) {
+  rank_ = init.rank;
+  const int world = init.world_size;
   ASSIGN_OR_RETURN(weights_, model::OpenWeightSource(model_path_));
   ASSIGN_OR_RETURN(model::ShardPlan plan,
                    model::MakeShardPlan(weights_->config(), rank_, world,
@@ -145,10 +146,10 @@ absl::Status WorkerSession::BuildWorld(const Init& init) {
   CommSpec spec;
   spec.rank = rank_;
   spec.world_size = world;
-  spec.host = init.comm_host().empty() ? "127.0.0.1" : init.comm_host();
-  if (init.comm_timeout_ms() > 0) spec.timeout = absl::Milliseconds(init.comm_timeout_ms());
-  spec.prefix = absl::StrCat("gen", init.world_generation(), "/");
-  spec.backend = init.backend();
+  spec.host = init.comm_host.empty() ? "127.0.0.1" : init.comm_host;
+  if (init.comm_timeout > absl::ZeroDuration()) spec.timeout = init.comm_timeout;
+  spec.prefix = absl::StrCat("gen", init.world_generation, "/");
+  spec.backend = init.backend;
   spec.hosts.hosts = {comm::LocalHostIdentity()};
   if (world > 1) {
     absl::StatusOr<comm::HostLayout> hosts = comm::ExchangeHostIdentities(
@@ -165,8 +166,7 @@ absl::Status WorkerSession::BuildWorld(const Init& init) {
   const int on_host = spec.hosts.RanksOnHostOf(rank_);
   RankDevice where;
   where.device = options_.device;
-  where.threads =
-      init.threads() > 0 ? static_cast<int>(init.threads()) : std::max(1, cpus / on_host);
+  where.threads = init.threads > 0 ? static_cast<int>(init.threads) : std::max(1, cpus / on_host);
   spec.spin = on_host * where.threads <= cpus;
   // Between steps only each rank's executor runs, beside the coordinator.
   poll_for_steps_ = on_host + 1 <= cpus;
@@ -187,11 +187,10 @@ absl::Status WorkerSession::BuildWorld(const Init& init) {
   }
 
   engine::EngineOptions options;
-  if (init.kv_budget_bytes() > 0) {
-    options.kv_budget_bytes = static_cast<int64_t>(init.kv_budget_bytes());
-  }
-  if (init.kv_block_size() > 0) options.kv_block_size = init.kv_block_size();
-  options.dequantize = init.dequantize() || options_.dequantize;
+  if (init.kv_budget_bytes > 0)
+    options.kv_budget_bytes = static_cast<int64_t>(init.kv_budget_bytes);
+  if (init.kv_block_size > 0) options.kv_block_size = init.kv_block_size;
+  options.dequantize = init.dequantize || options_.dequantize;
   ASSIGN_OR_RETURN(model_,
                    engine::LlamaModel::Load(*weights_, plan, backend_.get(), comm_.get(), options));
   if (metrics_.has_value()) {
@@ -203,18 +202,20 @@ absl::Status WorkerSession::BuildWorld(const Init& init) {
   return absl::OkStatus();
 }
 
-void WorkerSession::Execute(const Init& init) {
+void WorkerSession::Execute(const protocol::WorldAssignment& init) {
   if (absl::Status built = BuildWorld(init); !built.ok()) {
-    Fail(absl::StrCat("rank ", init.rank(), ": building the world failed: ", built.ToString()));
+    Fail(absl::StrCat("rank ", init.rank, ": building the world failed: ", built.ToString()));
   } else {
+    protocol::WorkerHoldings holdings;
+    holdings.kv_blocks = model_->kv_blocks();
+    holdings.weight_bytes = static_cast<uint64_t>(model_->weight_bytes());
+    holdings.kv_bytes = static_cast<uint64_t>(model_->kv_bytes());
+    holdings.vocab_size = static_cast<int32_t>(model_->config().vocab_size);
+    holdings.comm_backend = std::string(comm_->backend_name());
+    holdings.threads = threads_;
+    holdings.step_link = link_ != nullptr;
     WorkerMessage ready;
-    ready.mutable_ready()->set_kv_blocks(static_cast<uint32_t>(model_->kv_blocks()));
-    ready.mutable_ready()->set_weight_bytes(static_cast<uint64_t>(model_->weight_bytes()));
-    ready.mutable_ready()->set_kv_bytes(static_cast<uint64_t>(model_->kv_bytes()));
-    ready.mutable_ready()->set_vocab_size(static_cast<uint32_t>(model_->config().vocab_size));
-    ready.mutable_ready()->set_comm_backend(std::string(comm_->backend_name()));
-    ready.mutable_ready()->set_threads(static_cast<uint32_t>(threads_));
-    ready.mutable_ready()->set_step_link(link_ != nullptr);
+    *ready.mutable_ready() = protocol::EncodeReady(holdings);
     LOG(INFO) << "Ready: rank " << rank_ << " kv_blocks " << model_->kv_blocks() << " weights "
               << model_->weight_bytes() << " B, " << threads_ << " threads, communicator "
               << comm_->backend_name() << ", steps over "

@@ -26,6 +26,7 @@
 #include "server/engine/llama_model.h"
 #include "server/engine/sampler.h"
 #include "server/model/weights/weight_source.h"
+#include "server/protocol/session_codec.h"
 #include "server/worker/comm_factory.h"
 #include "server/worker/init_validator.h"
 #include "server/worker/model_root.h"
@@ -74,8 +75,8 @@ class WorkerSession {
 
  private:
   // Executor thread: builds the world, then runs the inbox until Shutdown or close.
-  void Execute(const tpserve::v1::Init& init);
-  absl::Status BuildWorld(const tpserve::v1::Init& init);
+  void Execute(const protocol::WorldAssignment& init);
+  absl::Status BuildWorld(const protocol::WorldAssignment& init);
   // Runs Steps until Shutdown, the end of the stream or a failure: from the inbox (the stream)
   // and, with a step link, from the link, whichever has one.
   void ServeSteps();
