@@ -126,7 +126,7 @@ constexpr char kUsage[] =
     "  tokenize --model PATH [--decode [--skip_special]] [--chat [--render]\n"
     "           [--chat_template FILE]] [--add_special]   (JSON lines on stdin -> stdout)\n"
     "  generate --model PATH --prompt TEXT [--chat] [--max_tokens N] [--temperature T]\n"
-    "           [--top_k K] [--top_p P] [--min_p P] [--seed S] [--stop S,...]\n"
+    "           [--top_k K] [--top_p P] [--min_p P] [--typical_p P] [--seed S] [--stop S,...]\n"
     "           [--stop_token_ids ID,...] [--ignore_eos] [--threads N] [--json] [--dequantize]\n"
     "           [--device N (on a GPU)]\n"
     "           [--workers HOST:PORT,... [--kv_budget_mb M] [--comm C] [cluster]]\n"
@@ -205,6 +205,7 @@ absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags(int argc,
   o.sampling.top_k = absl::GetFlag(FLAGS_top_k);
   o.sampling.top_p = absl::GetFlag(FLAGS_top_p);
   o.sampling.min_p = absl::GetFlag(FLAGS_min_p);
+  o.sampling.typical_p = absl::GetFlag(FLAGS_typical_p);
   o.sampling.repetition_penalty = absl::GetFlag(FLAGS_repetition_penalty);
   o.sampling.frequency_penalty = absl::GetFlag(FLAGS_frequency_penalty);
   o.sampling.presence_penalty = absl::GetFlag(FLAGS_presence_penalty);

@@ -54,8 +54,9 @@ constexpr char kUsage[] =
     "  tokenize TEXT [--add_special_tokens]\n"
     "  info\n"
     "  health\n"
-    "sampling flags: --max_tokens --temperature --top_k --top_p --min_p --repetition_penalty\n"
-    "  --frequency_penalty --presence_penalty --seed --stop --stop_token_ids --ignore_eos\n"
+    "sampling flags: --max_tokens --temperature --top_k --top_p --min_p --typical_p\n"
+    "  --repetition_penalty --frequency_penalty --presence_penalty --seed --stop\n"
+    "  --stop_token_ids --ignore_eos\n"
     "  --logprobs; --temperature to --seed are sent only when given, and the server's\n"
     "  defaults apply without them (temperature 1, a seed it draws)\n"
     "security flags: --tls_ca_file F [--tls_cert_file F --tls_key_file F] (TLS, mutual TLS)\n"
@@ -93,6 +94,7 @@ absl::Status FillSampling(GenerateRequest* r) {
   if (Given("top_k")) r->set_top_k(absl::GetFlag(FLAGS_top_k));
   if (Given("top_p")) r->set_top_p(absl::GetFlag(FLAGS_top_p));
   if (Given("min_p")) r->set_min_p(absl::GetFlag(FLAGS_min_p));
+  if (Given("typical_p")) r->set_typical_p(absl::GetFlag(FLAGS_typical_p));
   if (Given("repetition_penalty")) {
     r->set_repetition_penalty(absl::GetFlag(FLAGS_repetition_penalty));
   }

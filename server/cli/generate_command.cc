@@ -41,6 +41,7 @@ tpserve::v1::GenerateRequest BuildRequest(const GenerateOptions& options) {
   r.set_top_k(s.top_k);
   r.set_top_p(s.top_p);
   r.set_min_p(s.min_p);
+  r.set_typical_p(s.typical_p);
   r.set_repetition_penalty(s.repetition_penalty);
   r.set_frequency_penalty(s.frequency_penalty);
   r.set_presence_penalty(s.presence_penalty);

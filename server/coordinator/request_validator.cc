@@ -165,6 +165,7 @@ absl::StatusOr<RequestSpec> RequestValidator::Validate(
   if (r.has_top_k()) p.top_k = r.top_k();
   if (r.has_top_p()) p.top_p = r.top_p();
   if (r.has_min_p()) p.min_p = r.min_p();
+  if (r.has_typical_p()) p.typical_p = r.typical_p();
   if (r.has_repetition_penalty()) p.repetition_penalty = r.repetition_penalty();
   if (r.has_frequency_penalty()) p.frequency_penalty = r.frequency_penalty();
   if (r.has_presence_penalty()) p.presence_penalty = r.presence_penalty();

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -38,6 +40,10 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int32_t vocab_size)
   }
   if (!InRange(p.min_p, 0.0f, 1.0f)) {
     return absl::InvalidArgumentError(absl::StrCat("min_p must be in [0, 1], got ", p.min_p));
+  }
+  if (!(p.typical_p > 0.0f && p.typical_p <= 1.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("typical_p must be in (0, 1], got ", p.typical_p));
   }
   if (!InRange(p.repetition_penalty, kMinRepetitionPenalty, kMaxRepetitionPenalty)) {
     return absl::InvalidArgumentError(
@@ -144,6 +150,41 @@ size_t MinP(absl::Span<const double> weights, size_t keep, float min_p) {
   return n;
 }
 
+size_t Typical(std::vector<int32_t>* candidates, std::vector<double>* weights, size_t keep,
+               float typical_p) {
+  if (!(typical_p < 1.0f) || keep <= 1) return keep;
+  double mass = 0.0;
+  for (size_t i = 0; i < keep; ++i) mass += (*weights)[i];
+  // Entropy H = -sum p log p of the kept distribution; each token's distance |-log p - H|.
+  double entropy = 0.0;
+  for (size_t i = 0; i < keep; ++i) {
+    const double p = (*weights)[i] / mass;
+    if (p > 0.0) entropy -= p * std::log(p);
+  }
+  std::vector<std::pair<double, size_t>> order(keep);  // (distance, position)
+  for (size_t i = 0; i < keep; ++i) {
+    const double p = (*weights)[i] / mass;
+    const double surprise = p > 0.0 ? -std::log(p) : std::numeric_limits<double>::infinity();
+    order[i] = {std::fabs(surprise - entropy), i};
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<int32_t> ids(keep);
+  std::vector<double> w(keep);
+  for (size_t i = 0; i < keep; ++i) {
+    ids[i] = (*candidates)[order[i].second];
+    w[i] = (*weights)[order[i].second];
+  }
+  std::copy(ids.begin(), ids.end(), candidates->begin());
+  std::copy(w.begin(), w.end(), weights->begin());
+  double cumulative = 0.0;
+  for (size_t i = 0; i < keep; ++i) {
+    cumulative += (*weights)[i];
+    if (cumulative >= typical_p * mass) return i + 1;
+  }
+  return keep;
+}
+
 size_t Draw(absl::Span<const double> weights, size_t keep, double uniform) {
   double kept_total = 0.0;
   for (size_t i = 0; i < keep; ++i) kept_total += weights[i];
@@ -194,7 +235,8 @@ int32_t Sampler::DrawTruncated(absl::Span<const float> logits, const TemperedLog
                                const SamplingParams& p, uint64_t index) {
   TopK(logits, p.top_k, &candidates_);
   const double total = CandidateWeights(logits, tempered, candidates_, &weights_);
-  const size_t keep = MinP(weights_, TopP(weights_, total, p.top_p), p.min_p);
+  size_t keep = MinP(weights_, TopP(weights_, total, p.top_p), p.min_p);
+  keep = Typical(&candidates_, &weights_, keep, p.typical_p);
   return candidates_[Draw(weights_, keep, PhiloxUniform(p.seed, index))];
 }
 

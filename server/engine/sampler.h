@@ -26,6 +26,7 @@ struct SamplingParams {
   int32_t top_k = 0;                // 0: off
   float top_p = 1.0f;               // 1: off; in (0, 1]
   float min_p = 0.0f;               // 0: off; in [0, 1]
+  float typical_p = 1.0f;           // 1: off; in (0, 1]
   float repetition_penalty = 1.0f;  // 1: off; in [kMin.., kMaxRepetitionPenalty]; prompt and
                                     // generated tokens
   float frequency_penalty = 0.0f;   // 0: off; generated tokens, times their count
@@ -85,7 +86,7 @@ class Sampler {
                       const TokenHistory& history, uint64_t index);
 
  private:
-  // Top-k, top-p, min-p, then the draw, over the penalised logits (temperature > 0).
+  // Top-k, top-p, min-p, typical, then the draw, over the penalised logits (temperature > 0).
   int32_t DrawTruncated(absl::Span<const float> logits, const TemperedLogits& tempered,
                         const SamplingParams& params, uint64_t index);
 
@@ -121,7 +122,14 @@ size_t TopP(absl::Span<const double> weights, double total, float top_p);
 // largest), the first always staying; `keep` when min_p is 0 (off).
 size_t MinP(absl::Span<const double> weights, size_t keep, float min_p);
 
-// 6. Draw: the index i < keep at which uniform * sum(weights[0, keep)) falls in the cumulative
+// 6. Typical: reorders the first `keep` candidates (and their weights) by how far each one's
+// surprise -log p lies from the entropy of those `keep` (closest first; ties keep the earlier
+// one), and returns how many of them form the smallest prefix reaching typical_p of their
+// mass (at least 1); `keep`, untouched, when typical_p is 1 (off).
+size_t Typical(std::vector<int32_t>* candidates, std::vector<double>* weights, size_t keep,
+               float typical_p);
+
+// 7. Draw: the index i < keep at which uniform * sum(weights[0, keep)) falls in the cumulative
 // weights; `uniform` in [0, 1) (PhiloxUniform of the seed and index). keep >= 1.
 size_t Draw(absl::Span<const double> weights, size_t keep, double uniform);
 

@@ -126,6 +126,45 @@ TEST(SamplerTest, CombinedTruncation) {
   ExpectDistribution(p, ExpectedDistribution(kLogits, 1.3, 6, 0.9, 0.1));
 }
 
+// The locally typical distribution of softmax(logits / t), computed directly: the tokens by
+// |-log p - H| ascending (H the entropy), the smallest prefix reaching `mass`, renormalised.
+std::vector<double> ExpectedTypical(const std::vector<float>& logits, double t, double mass) {
+  const int n = static_cast<int>(logits.size());
+  std::vector<double> p(n);
+  double z = 0.0;
+  for (int i = 0; i < n; ++i) z += std::exp(logits[i] / t);
+  double entropy = 0.0;
+  for (int i = 0; i < n; ++i) {
+    p[i] = std::exp(logits[i] / t) / z;
+    entropy -= p[i] * std::log(p[i]);
+  }
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return std::fabs(-std::log(p[a]) - entropy) < std::fabs(-std::log(p[b]) - entropy);
+  });
+  std::vector<double> out(n, 0.0);
+  double kept = 0.0;
+  for (int i : order) {
+    out[i] = p[i];
+    kept += p[i];
+    if (kept >= mass) break;
+  }
+  for (double& v : out) v /= kept;
+  return out;
+}
+
+TEST(SamplerTest, TypicalDistribution) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.typical_p = 0.4f;
+  p.seed = 17;
+  const std::vector<double> expected = ExpectedTypical(kLogits, 1.0, 0.4);
+  // The most likely token (id 1) is less typical than the next ones, and is left out.
+  EXPECT_EQ(expected[1], 0.0);
+  ExpectDistribution(p, expected);
+}
+
 TEST(SamplerTest, PenaltiesMatchHandComputedLogits) {
   std::vector<float> logits = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f};
   SamplingParams p;
@@ -348,6 +387,12 @@ TEST(SamplerTest, ValidationNamesTheField) {
   p.top_p = 1.5f;
   expect_bad(p, "top_p");
   p = {};
+  p.typical_p = 0.0f;
+  expect_bad(p, "typical_p");
+  p = {};
+  p.typical_p = 1.01f;
+  expect_bad(p, "typical_p");
+  p = {};
   p.min_p = -0.5f;
   expect_bad(p, "min_p");
   p = {};
@@ -444,6 +489,34 @@ TEST(SamplerStepsTest, MinPDropsTheTailBelowAFractionOfTheTop) {
   EXPECT_EQ(MinP(weights, 1, 0.05f), 1u);
   EXPECT_EQ(MinP(weights, 3, 0.05f), 3u);  // never past what top-p kept
   EXPECT_EQ(MinP(weights, 4, 1.0f), 1u);   // the top always stays
+}
+
+TEST(SamplerStepsTest, TypicalKeepsTheTokensWhoseSurpriseIsNearestTheEntropy) {
+  // p = 1/2, 1/4, 1/8, 1/8: entropy 1.75 ln 2; surprises ln 2, ln 4, ln 8, ln 8. Nearest
+  // first: id 11 (|2 - 1.75| ln 2), then 10 (0.75 ln 2), then 12 and 13 (1.25 ln 2).
+  const std::vector<int32_t> ids = {10, 11, 12, 13};
+  const std::vector<double> w = {4.0, 2.0, 1.0, 1.0};  // unnormalised: mass 8
+  auto typical = [&](float typical_p, size_t keep, std::vector<int32_t>* c) {
+    *c = ids;
+    std::vector<double> weights = w;
+    const size_t n = Typical(c, &weights, keep, typical_p);
+    for (size_t i = 0; i < c->size(); ++i) {  // weights follow their ids
+      EXPECT_EQ(weights[i], w[std::find(ids.begin(), ids.end(), (*c)[i]) - ids.begin()]);
+    }
+    return n;
+  };
+  std::vector<int32_t> c;
+  EXPECT_EQ(typical(1.0f, 4, &c), 4u);  // off: untouched
+  EXPECT_EQ(c, ids);
+  EXPECT_EQ(typical(0.2f, 4, &c), 1u);
+  EXPECT_EQ(c, (std::vector<int32_t>{11, 10, 12, 13}));
+  EXPECT_EQ(typical(0.75f, 4, &c), 2u);  // reaching counts
+  EXPECT_EQ(typical(0.9f, 4, &c), 4u);
+  EXPECT_EQ(typical(0.5f, 1, &c), 1u);  // one kept: nothing to choose
+  // Over the first 2 only (p = 2/3, 1/3): their own entropy decides; the rest stay put.
+  EXPECT_EQ(typical(0.5f, 2, &c), 1u);
+  EXPECT_EQ(c[2], 12);
+  EXPECT_EQ(c[3], 13);
 }
 
 TEST(SamplerStepsTest, DrawWalksTheCumulativeWeightsOfTheKeptPrefix) {

@@ -59,6 +59,7 @@ void SamplingToProto(const engine::SamplingParams& params, tpserve::v1::Sampling
   p->set_top_k(params.top_k);
   p->set_top_p(params.top_p);
   p->set_min_p(params.min_p);
+  p->set_typical_p(params.typical_p);
   p->set_repetition_penalty(params.repetition_penalty);
   p->set_frequency_penalty(params.frequency_penalty);
   p->set_presence_penalty(params.presence_penalty);
@@ -72,6 +73,7 @@ engine::SamplingParams SamplingFromProto(const tpserve::v1::SamplingParams& p) {
   s.top_k = p.top_k();
   s.top_p = p.top_p();
   s.min_p = p.min_p();
+  s.typical_p = p.typical_p() == 0.0f ? 1.0f : p.typical_p();  // 0: a sender without the field
   s.repetition_penalty = p.repetition_penalty();
   s.frequency_penalty = p.frequency_penalty();
   s.presence_penalty = p.presence_penalty();

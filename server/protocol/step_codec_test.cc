@@ -18,6 +18,7 @@ engine::SamplingParams Penalised() {
   p.top_k = 40;
   p.top_p = 0.9f;
   p.min_p = 0.05f;
+  p.typical_p = 0.8f;
   p.repetition_penalty = 1.1f;
   p.frequency_penalty = 0.5f;
   p.presence_penalty = -0.25f;
@@ -64,6 +65,7 @@ TEST(StepCodecTest, StepRoundTrips) {
   EXPECT_EQ(s.params.top_k, want.top_k);
   EXPECT_EQ(s.params.top_p, want.top_p);
   EXPECT_EQ(s.params.min_p, want.min_p);
+  EXPECT_EQ(s.params.typical_p, want.typical_p);
   EXPECT_EQ(s.params.repetition_penalty, want.repetition_penalty);
   EXPECT_EQ(s.params.frequency_penalty, want.frequency_penalty);
   EXPECT_EQ(s.params.presence_penalty, want.presence_penalty);

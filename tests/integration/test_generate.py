@@ -97,6 +97,7 @@ def test_output_streams_before_the_end(tpserve_bin, smollm_gguf):
     (["--temperature=-1"], "temperature"),
     (["--top_p=0"], "top_p"),
     (["--min_p=1.5"], "min_p"),
+    (["--typical_p=0"], "typical_p"),
     (["--max_tokens=9000"], "context length"),
 ])
 def test_bad_parameters_are_refused(tpserve_bin, smollm_gguf, args, needle):

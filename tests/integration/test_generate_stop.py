@@ -133,3 +133,17 @@ def test_bad_stop_is_refused_as_by_the_server(tpserve_bin, smollm_gguf, stub):
                                                  stop=list("abcde")), timeout=STREAM_S))
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert refused.value.details() in out.stderr, out.stderr
+
+
+def test_typical_p_sampling_is_the_same_in_generate_and_the_server(tpserve_bin, smollm_gguf, stub):
+    """typical_p (the sampling option added end to end as the codec's demonstration) reaches
+    the sampler on both paths: seeded draws agree token for token, and differ from the same
+    seed without it."""
+    sampled = ["--temperature=1.0", "--seed=7"]
+    ids, text, reason = _generate(tpserve_bin, smollm_gguf, *sampled, "--typical_p=0.3")
+    call = stub.Generate(pb.GenerateRequest(prompt=PROMPT, max_tokens=MAX_TOKENS, temperature=1.0,
+                                            seed=7, typical_p=0.3), timeout=STREAM_S)
+    stream = collect(call)
+    assert (stream.ids, stream.text, REASONS[stream.finish_reason]) == (ids, text, reason)
+    plain, _, _ = _generate(tpserve_bin, smollm_gguf, *sampled)
+    assert plain != ids

@@ -6,7 +6,7 @@ from typing import Any, Iterable, Optional
 from ._stubs import pb
 
 # GenerateRequest fields taken as keyword arguments ("sampling"), by kind.
-_OPTIONAL = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty",
+_OPTIONAL = ("temperature", "top_k", "top_p", "min_p", "typical_p", "repetition_penalty",
              "frequency_penalty", "presence_penalty", "seed")  # proto3 optional: unset = default
 _PLAIN = ("max_tokens", "ignore_eos", "logprobs", "request_id")
 _LISTS = ("stop", "stop_token_ids")

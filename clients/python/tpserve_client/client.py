@@ -91,7 +91,7 @@ class Client:
         """Starts a generation and returns its Stream of Delta (finish_reason and usage on
         the last). Exactly one of prompt (raw text), messages (chat, through the model's chat
         template) and token_ids; sampling: max_tokens (required, > 0), temperature (0 =
-        greedy), top_k, top_p, min_p, repetition_penalty, frequency_penalty,
+        greedy), top_k, top_p, min_p, typical_p, repetition_penalty, frequency_penalty,
         presence_penalty, seed, stop, stop_token_ids, ignore_eos, logprobs, request_id."""
         req = generate_request(prompt, messages, token_ids, **sampling)
         try:

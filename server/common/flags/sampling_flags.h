@@ -21,6 +21,7 @@ ABSL_DECLARE_FLAG(float, temperature);
 ABSL_DECLARE_FLAG(int32_t, top_k);
 ABSL_DECLARE_FLAG(float, top_p);
 ABSL_DECLARE_FLAG(float, min_p);
+ABSL_DECLARE_FLAG(float, typical_p);
 ABSL_DECLARE_FLAG(float, repetition_penalty);
 ABSL_DECLARE_FLAG(float, frequency_penalty);
 ABSL_DECLARE_FLAG(float, presence_penalty);
