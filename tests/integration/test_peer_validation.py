@@ -1,8 +1,10 @@
 """Each side of a Session validates what its peer sends (issue 14's hostile messages).
 
-A "coordinator" test client sends a standalone `tpserve worker` every hostile Init and, on a
-session it built properly, every hostile Step: each gets an error naming the field, and the
-worker stays up and keeps serving the same session. A fake worker (a Python gRPC server)
+A "coordinator" test client holding a valid cluster certificate (mutual TLS with a CA made by
+`openssl` in the test: authenticated, so only validation stands between it and the worker)
+sends a standalone `tpserve worker` every hostile Init and, on a session it built properly,
+every hostile Step: each gets an error naming the field, and the worker stays up and keeps
+serving the same session. A fake worker (a Python gRPC server)
 answers Ready and then steps with ids outside the vocabulary: `tpserve generate --workers`
 and `tpserve coordinator` refuse its step with a message, the coordinator fails the request
 after three refused steps, and it stays up."""
@@ -15,6 +17,7 @@ from concurrent import futures
 import grpc
 import pytest
 
+import pki
 from tpserve.v1 import generate_pb2, generate_pb2_grpc, worker_pb2, worker_pb2_grpc
 from worker_procs import free_port, stop, wait_healthy
 
@@ -44,15 +47,26 @@ class Session:
 
 
 @pytest.fixture(scope="module")
-def worker(tpserve_bin, smollm_gguf):
+def worker(tpserve_bin, smollm_gguf, tmp_path_factory):
+    """A worker with cluster credentials, and the credentials of a "coordinator" its CA
+    signed: (address, process, grpc.ChannelCredentials)."""
+    d = tmp_path_factory.mktemp("peer_pki")
+    ca = pki.make_ca(d, "ca")
+    worker_key, worker_cert = pki.make_cert(d, "worker", ca, pki.SERVER_EXT)
+    client_key, client_cert = pki.make_cert(d, "coordinator", ca, pki.CLIENT_EXT)
+    credentials = grpc.ssl_channel_credentials(root_certificates=ca[1].read_bytes(),
+                                               private_key=client_key.read_bytes(),
+                                               certificate_chain=client_cert.read_bytes())
     address = f"127.0.0.1:{free_port()}"
     # --model: models load from its directory only (the default --model_root).
     proc = subprocess.Popen([str(tpserve_bin), "worker", f"--listen={address}",
-                             f"--model={smollm_gguf}"],
+                             f"--model={smollm_gguf}", f"--cluster_ca_file={ca[1]}",
+                             f"--cluster_cert_file={worker_cert}",
+                             f"--cluster_key_file={worker_key}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        wait_healthy(address)
-        yield address, proc
+        wait_healthy(address, credentials=credentials)
+        yield address, proc, credentials
     finally:
         assert stop([proc]) == [0]
 
@@ -82,8 +96,8 @@ HOSTILE_INITS = [
                          ids=[m.split(" ")[0] for _, m in HOSTILE_INITS])
 def test_hostile_inits_are_refused_and_the_worker_stays_up(worker, smollm_gguf, overrides,
                                                            message):
-    address, proc = worker
-    session = Session(address)
+    address, proc, credentials = worker
+    session = Session(address, credentials)
     try:
         session.send(init=_init(smollm_gguf, **overrides))
         reply = session.reply()
@@ -91,7 +105,7 @@ def test_hostile_inits_are_refused_and_the_worker_stays_up(worker, smollm_gguf, 
     finally:
         session.close()
     assert proc.poll() is None
-    wait_healthy(address)
+    wait_healthy(address, credentials=credentials)
 
 
 def _seq(seq_id=1, tokens=(1,), start_pos=0, blocks=(0,), sample=True, **sampling):
@@ -120,8 +134,8 @@ HOSTILE_STEPS = [
 
 
 def test_hostile_steps_are_refused_on_a_live_session(worker, smollm_gguf):
-    address, proc = worker
-    session = Session(address)
+    address, proc, credentials = worker
+    session = Session(address, credentials)
     try:
         session.send(init=_init(smollm_gguf))
         ready = session.reply()
@@ -145,7 +159,7 @@ def test_hostile_steps_are_refused_on_a_live_session(worker, smollm_gguf):
     finally:
         session.close()
     assert proc.poll() is None
-    wait_healthy(address)
+    wait_healthy(address, credentials=credentials)
 
 
 class FakeWorker(worker_pb2_grpc.WorkerServicer):
