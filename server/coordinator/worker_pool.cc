@@ -213,6 +213,10 @@ absl::Status WorkerPool::Start() {
     }
   }
   if (state_ != State::kStarting) return down_;
+  return AdoptReadiesLocked();
+}
+
+absl::Status WorkerPool::AdoptReadiesLocked() {
   std::vector<protocol::WorkerHoldings> holdings;
   for (const auto& s : sessions_) {
     absl::StatusOr<protocol::WorkerHoldings> held =

@@ -106,6 +106,10 @@ class WorkerPool final : public StepExecutor {
   struct Session;  // one worker's stream, reader thread and results
   enum class State { kIdle, kStarting, kUp, kDown };
 
+  // Checks every session's Ready (protocol::DecodeReady) and takes the world's shape from
+  // them: the smallest KV cache, rank 0's vocabulary and communicator, whether every rank is
+  // on the step link. The world is then up; the first bad Ready marks it down instead.
+  absl::Status AdoptReadiesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReadLoop(Session* s);
   // Wait, bounded by `deadline` (`budget` after the fan-out), for every rank's result of
   // `step_id`: on the streams, or on the link's bell (rung by link results and by the readers).
