@@ -40,7 +40,7 @@ def main() -> int:
     totals = {}
     for b in results.get("binaries", []):
         line = f"  {b['outcome']:18s} {b['name']} ({b['seconds']} s"
-        if "tests" in b:
+        if b.get("tests") is not None:
             line += f", {b['tests']} tests, {b['failures']} failed, {b['skipped']} skipped"
         print(line + ")")
         for name, outcome, props, failures in test_cases(b.get("report") or {}):
