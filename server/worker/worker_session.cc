@@ -20,7 +20,6 @@
 namespace tpserve::worker {
 
 using tpserve::v1::CoordinatorMessage;
-using tpserve::v1::Init;
 using tpserve::v1::Step;
 using tpserve::v1::StepResult;
 using tpserve::v1::WorkerMessage;
@@ -187,8 +186,9 @@ absl::Status WorkerSession::BuildWorld(const protocol::WorldAssignment& init) {
   }
 
   engine::EngineOptions options;
-  if (init.kv_budget_bytes > 0)
+  if (init.kv_budget_bytes > 0) {
     options.kv_budget_bytes = static_cast<int64_t>(init.kv_budget_bytes);
+  }
   if (init.kv_block_size > 0) options.kv_block_size = init.kv_block_size;
   options.dequantize = init.dequantize || options_.dequantize;
   ASSIGN_OR_RETURN(model_,
