@@ -17,8 +17,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/comm/store.h"
+#include "server/protocol/store_codec.h"
 #include "tpserve/v1/worker.pb.h"
 
 namespace tpserve::coordinator {
@@ -44,9 +46,8 @@ class RendezvousServer {
   void Close(const std::string& erase_prefix) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // A GET or WAIT, run in slices until its timeout or Close.
-  tpserve::v1::StoreReply Blocking(const tpserve::v1::StoreRequest& request)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // A GET (its value) or WAIT (empty), run in slices until its timeout or Close.
+  absl::StatusOr<std::string> Blocking(const protocol::StoreOp& op) ABSL_LOCKS_EXCLUDED(mu_);
 
   comm::InMemoryStore store_;
   absl::Mutex mu_;
@@ -54,9 +55,6 @@ class RendezvousServer {
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);  // GETs and WAITs, until joined
   size_t blocking_ ABSL_GUARDED_BY(mu_) = 0;               // of threads_, still running
 };
-
-// OK when `request` stays within the server's bounds; InvalidArgument naming the field.
-absl::Status CheckStoreRequest(const tpserve::v1::StoreRequest& request);
 
 }  // namespace tpserve::coordinator
 

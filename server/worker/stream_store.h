@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/comm/store.h"
+#include "server/protocol/store_codec.h"
 #include "tpserve/v1/worker.pb.h"
 
 namespace tpserve::worker {
@@ -44,9 +45,8 @@ class StreamStore final : public comm::Store {
   void Close(const absl::Status& reason);
 
  private:
-  // Sends `request` (its id is assigned here) and waits up to `timeout` for the reply.
-  absl::StatusOr<tpserve::v1::StoreReply> Call(tpserve::v1::StoreRequest request,
-                                               absl::Duration timeout);
+  // Sends `op` as a StoreRequest (its id assigned here) and waits up to `timeout` for the reply.
+  absl::StatusOr<tpserve::v1::StoreReply> Call(const protocol::StoreOp& op, absl::Duration timeout);
 
   const SendFn send_;
   const absl::Duration op_timeout_;
