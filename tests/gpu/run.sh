@@ -7,8 +7,9 @@
 #   - runs every CUDA test binary (kernels against the CPU reference, the NCCL and staged Gloo
 #     communicators, the model on the GPU against the CPU on SmolLM2's real weights), the
 #     decode benchmark of a synthetic Llama-3-8B-shaped model made on the GPU (batch 1, 16,
-#     64: tokens/s and the fraction of the HBM limit), and `tpserve generate` on the GPU and on
-#     the CPU (their greedy tokens side by side);
+#     64: tokens/s and the fraction of the HBM limit), `tpserve generate` on the GPU and on
+#     the CPU (their greedy tokens side by side), and through GPU worker processes
+#     (`generate --workers`, TP=1 and TP=2 sharing the GPU);
 #   - under one deadline (TPSERVE_GPU_DEADLINE, default 480 s): each binary's timeout is what
 #     is left of it;
 #   - writes $OUT/gpu_results.json (OUT defaults to .cache/gpu) after every binary and on
@@ -76,6 +77,7 @@ write_results() {
   } >"$results.tmp" && mv "$results.tmp" "$results"
 }
 on_exit() {
+  if declare -F stop_workers >/dev/null; then stop_workers; fi
   write_results
   echo "run.sh: $status after $(elapsed) s; results in $results"
   if command -v python3 >/dev/null; then python3 "$root/tests/gpu/summarize.py" "$results" || true; fi
@@ -272,7 +274,56 @@ else
     same=false
     [[ "$cpu_ids" == "$gpu_ids" ]] && same=true
   fi
-  generate="{\"model\":$(str "${model##*/}"),\"cpu_token_ids\":[$cpu_ids],\"gpu_token_ids\":[$gpu_ids],\"same_tokens\":$same}"
+  generate="{\"model\":$(str "${model##*/}"),\"cpu_token_ids\":[$cpu_ids],\"gpu_token_ids\":[$gpu_ids],\"same_tokens\":$same"
+
+  # The served path: `tpserve worker --device 0` processes (Init, Ready and Steps over the
+  # Session and the shared-memory step link) driven by `generate --workers`; TP=2 puts both
+  # ranks on the one GPU (shared-memory collectives staged through host memory).
+  workers=()
+  stop_workers() {
+    for w in "${workers[@]}"; do kill -TERM "$w" 2>/dev/null; done
+    for w in "${workers[@]}"; do wait "$w" 2>/dev/null; done
+    workers=()
+  }
+  # served TP: starts TP GPU workers, generates through them; sets ids (or empty).
+  served() {
+    local tp="$1" addresses="" r
+    ids=""
+    for ((r = 0; r < tp; r++)); do
+      rm -f "$work/port$r"
+      "$bin/tpserve" worker --listen=127.0.0.1:0 --port_file="$work/port$r" --device=0 \
+        --model="$model" 2>"$work/worker$tp-$r.log" &
+      workers+=($!)
+    done
+    for ((r = 0; r < tp; r++)); do
+      for _ in $(seq 100); do [[ -s "$work/port$r" ]] && break; sleep 0.1; done
+      addresses+="${addresses:+,}127.0.0.1:$(cat "$work/port$r" 2>/dev/null)"
+    done
+    local label="tpserve generate --workers (GPU workers, TP=$tp)"
+    if ! run_bounded 90 "$bin/tpserve" generate --model="$model" --chat --max_tokens=24 --json \
+      --prompt="What is the capital of France?" --workers="$addresses" --comm=shm \
+      >"$work/served$tp.jsonl"; then
+      stop_workers
+      record "$label" generate "not run: deadline" ""
+      failed=1
+      return
+    fi
+    stop_workers
+    ids="$(sed -n 's/.*"token_ids":\[\([0-9,]*\)\].*/\1/p' "$work/served$tp.jsonl")"
+    local outcome=failed
+    if [[ -n "$ids" ]]; then
+      outcome=passed
+    elif ! $have_gpu && [[ "$rc" == 1 ]]; then
+      outcome="skipped (no GPU)"
+    fi
+    [[ "$outcome" == failed ]] && { tail -5 "$work"/worker$tp-*.log; failed=1; }
+    record "$label" generate "$outcome" ""
+  }
+  served 1
+  served1_ids="$ids"
+  served 2
+  served2_ids="$ids"
+  generate+=",\"served_tp1_token_ids\":[$served1_ids],\"served_tp2_token_ids\":[$served2_ids]}"
 fi
 
 finished=true

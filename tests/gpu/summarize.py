@@ -60,6 +60,12 @@ def main() -> int:
     if gen:
         print(f"  generate on {gen['model']}: GPU and CPU greedy tokens "
               f"{'agree' if gen['same_tokens'] else 'differ' if gen['same_tokens'] is False else 'not both run'}")
+        gpu = gen.get("gpu_token_ids")
+        for tp in (1, 2):
+            served = gen.get(f"served_tp{tp}_token_ids")
+            if served and gpu:
+                print(f"  generate through GPU workers, TP={tp}: "
+                      f"{'the same tokens as' if served == gpu else 'other tokens than'} in process")
     print(f"status: {results.get('status')} ({'finished' if results.get('finished') else 'unfinished'}, "
           f"{results.get('elapsed_s')} s of {results.get('deadline_s')} s)")
     return 0 if results.get("finished") and results.get("status") == "passed" else 1

@@ -92,6 +92,9 @@ def test_the_runner_runs_every_binary_and_writes_its_json(bundle, repo_root, tmp
     assert by_name["cuda_decode_throughput"]["outcome"] == "skipped (no GPU)"
     assert by_name["tpserve generate (CPU)"]["outcome"] == "passed"
     assert by_name["tpserve generate (GPU)"]["outcome"] == "skipped (no GPU)"
+    for tp in (1, 2):  # GPU worker processes refuse the Init without a GPU
+        assert by_name[f"tpserve generate --workers (GPU workers, TP={tp})"]["outcome"] == \
+            "skipped (no GPU)"
     assert len(results["generate"]["cpu_token_ids"]) == 24
     assert {p.name for p in tmp_path.iterdir()} >= {"gpu_results.json", "gpu_run.log"}
 

@@ -45,7 +45,8 @@ def test_prints_outcomes_properties_bench_and_generation(tmp_path):
     bench = {"hbm_limit_gbps": 4800, "results": [
         {"batch": 1, "tokens_per_s": 250.0, "fraction_of_hbm_limit": 0.8}]}
     generate = {"model": "m.gguf", "cpu_token_ids": [1, 2], "gpu_token_ids": [1, 2],
-                "same_tokens": True}
+                "same_tokens": True, "served_tp1_token_ids": [1, 2],
+                "served_tp2_token_ids": [1, 3]}
     proc = _run(tmp_path, _results([_binary("cuda_llama_model_test", "passed", cases)],
                                    bench=bench, generate=generate))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -57,6 +58,8 @@ def test_prints_outcomes_properties_bench_and_generation(tmp_path):
     assert "test cases: 1 passed, 1 skipped" in out
     assert "decode batch   1:     250.0 tokens/s,  80.0% of 4800 GB/s" in out
     assert "GPU and CPU greedy tokens agree" in out
+    assert "through GPU workers, TP=1: the same tokens as in process" in out
+    assert "through GPU workers, TP=2: other tokens than in process" in out
     assert "status: passed (finished, 35 s of 480 s)" in out
 
 
