@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/sum_exp.h"
 #include "server/engine/philox.h"
 
 namespace tpserve::engine {
@@ -102,9 +103,11 @@ TemperedLogits Temper(absl::Span<const float> logits, float temperature) {
   }
   tempered.argmax = argmax;
   tempered.max_scaled = logits[argmax] / t;
-  double sum = 0.0;
-  for (int32_t i = 0; i < vocab; ++i) sum += std::exp(logits[i] / t - tempered.max_scaled);
-  tempered.log_z = tempered.max_scaled + std::log(sum);
+  const double sum = kernels::cpu::SumExp(logits.data(), vocab, static_cast<float>(1.0 / t),
+                                          static_cast<float>(tempered.max_scaled));
+  // The largest term is e^0 = 1; the float exponent of the others must not pull the sum, and so
+  // the top token's log-probability, past that.
+  tempered.log_z = tempered.max_scaled + std::log(std::max(1.0, sum));
   return tempered;
 }
 
