@@ -239,35 +239,37 @@ else
 fi
 
 echo "== tpserve generate, GPU and CPU ($(elapsed) s)"
-# generate DEVICE (-1: the CPU) LABEL: 24 greedy tokens of the chat prompt, recorded; sets ids
-# (empty when none came).
-generate_on() {
-  local f="$work/generate$1.jsonl" outcome
+# generate_tokens LABEL ON_GPU CAP_S ARGS...: 24 greedy tokens of the chat prompt from `tpserve
+# generate ARGS`, recorded as LABEL; sets ids (empty when none came). Without a GPU, a GPU run
+# that fails as it should (exit 1) is recorded as skipped.
+generate_tokens() {
+  local label="$1" on_gpu="$2" cap="$3" f="$work/generate$((${#records[@]})).jsonl" outcome
+  shift 3
   ids=""
-  if ! run_bounded 60 "$bin/tpserve" generate --model="$model" --chat --max_tokens=24 --json \
-    --prompt="What is the capital of France?" --device="$1" --threads="$(nproc)" >"$f"; then
-    record "$2" generate "not run: deadline" ""
+  if ! run_bounded "$cap" "$bin/tpserve" generate --model="$model" --chat --max_tokens=24 --json \
+    --prompt="What is the capital of France?" "$@" >"$f"; then
+    record "$label" generate "not run: deadline" ""
     failed=1
     return
   fi
   ids="$(sed -n 's/.*"token_ids":\[\([0-9,]*\)\].*/\1/p' "$f")"
   if [[ -n "$ids" ]]; then
     outcome=passed
-  elif (($1 >= 0)) && ! $have_gpu && [[ "$rc" == 1 ]]; then
+  elif $on_gpu && ! $have_gpu && [[ "$rc" == 1 ]]; then
     outcome="skipped (no GPU)"
   else
     outcome=failed
     failed=1
   fi
-  record "$2" generate "$outcome" ""
+  record "$label" generate "$outcome" ""
 }
 if [[ -z "$model" ]]; then
   echo "run.sh: no model in $bundle_dir/models: the generation is not run"
   failed=1
 else
-  generate_on -1 "tpserve generate (CPU)"
+  generate_tokens "tpserve generate (CPU)" false 60 --device=-1 --threads="$(nproc)"
   cpu_ids="$ids"
-  generate_on 0 "tpserve generate (GPU)"
+  generate_tokens "tpserve generate (GPU)" true 60 --device=0
   gpu_ids="$ids"
   same=null
   if [[ -n "$cpu_ids" && -n "$gpu_ids" ]]; then
@@ -288,7 +290,6 @@ else
   # served TP: starts TP GPU workers, generates through them; sets ids (or empty).
   served() {
     local tp="$1" addresses="" r
-    ids=""
     for ((r = 0; r < tp; r++)); do
       rm -f "$work/port$r"
       "$bin/tpserve" worker --listen=127.0.0.1:0 --port_file="$work/port$r" --device=0 \
@@ -299,25 +300,10 @@ else
       for _ in $(seq 100); do [[ -s "$work/port$r" ]] && break; sleep 0.1; done
       addresses+="${addresses:+,}127.0.0.1:$(cat "$work/port$r" 2>/dev/null)"
     done
-    local label="tpserve generate --workers (GPU workers, TP=$tp)"
-    if ! run_bounded 90 "$bin/tpserve" generate --model="$model" --chat --max_tokens=24 --json \
-      --prompt="What is the capital of France?" --workers="$addresses" --comm=shm \
-      >"$work/served$tp.jsonl"; then
-      stop_workers
-      record "$label" generate "not run: deadline" ""
-      failed=1
-      return
-    fi
+    generate_tokens "tpserve generate --workers (GPU workers, TP=$tp)" true 90 \
+      --workers="$addresses" --comm=shm
     stop_workers
-    ids="$(sed -n 's/.*"token_ids":\[\([0-9,]*\)\].*/\1/p' "$work/served$tp.jsonl")"
-    local outcome=failed
-    if [[ -n "$ids" ]]; then
-      outcome=passed
-    elif ! $have_gpu && [[ "$rc" == 1 ]]; then
-      outcome="skipped (no GPU)"
-    fi
-    [[ "$outcome" == failed ]] && { tail -5 "$work"/worker$tp-*.log; failed=1; }
-    record "$label" generate "$outcome" ""
+    [[ -n "$ids" ]] || ! $have_gpu || tail -5 "$work"/worker"$tp"-*.log
   }
   served 1
   served1_ids="$ids"
