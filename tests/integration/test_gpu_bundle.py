@@ -64,15 +64,34 @@ def test_the_bundle_carries_every_library_but_the_gpu_machines(bundle, repo_root
     assert f"tpserve needs {grpc}: not in lib/ and not provided by the GPU machine" in r.stdout
 
 
-def _run_gpu_check(repo_root, bundle, out, deadline, smollm_gguf, **kwargs):
-    env = dict(os.environ, OUT=str(out), TPSERVE_GPU_BUNDLE=str(bundle),
-               TPSERVE_GPU_DEADLINE=str(deadline), TPSERVE_GPU_MODEL=str(smollm_gguf))
-    return subprocess.Popen([str(repo_root / "tests" / "gpu" / "run.sh")], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+@pytest.fixture
+def gpu_check(request, repo_root, bundle, smollm_gguf):
+    """gpu_check(out, deadline) starts tests/gpu/run.sh on the bundle in a process group of its
+    own (it starts workers too); every group started is killed when the test ends, passed or
+    not."""
+    procs = []
+
+    def start(out, deadline):
+        env = dict(os.environ, OUT=str(out), TPSERVE_GPU_BUNDLE=str(bundle),
+                   TPSERVE_GPU_DEADLINE=str(deadline), TPSERVE_GPU_MODEL=str(smollm_gguf))
+        proc = subprocess.Popen([str(repo_root / "tests" / "gpu" / "run.sh")], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        procs.append(proc)
+        return proc
+
+    def stop_all():
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+
+    request.addfinalizer(stop_all)
+    return start
 
 
-def test_the_runner_runs_every_binary_and_writes_its_json(bundle, repo_root, tmp_path, smollm_gguf):
-    proc = _run_gpu_check(repo_root, bundle, tmp_path, 300, smollm_gguf)
+def test_the_runner_runs_every_binary_and_writes_its_json(bundle, tmp_path, gpu_check):
+    proc = gpu_check(tmp_path, 300)
     log, _ = proc.communicate(timeout=400)
     assert proc.returncode == 0, log
     results = json.loads((tmp_path / "gpu_results.json").read_text())
@@ -99,10 +118,9 @@ def test_the_runner_runs_every_binary_and_writes_its_json(bundle, repo_root, tmp
     assert {p.name for p in tmp_path.iterdir()} >= {"gpu_results.json", "gpu_run.log"}
 
 
-def test_past_its_deadline_or_stopped_the_runner_still_writes_its_json(bundle, repo_root, tmp_path,
-                                                                      smollm_gguf):
+def test_past_its_deadline_or_stopped_the_runner_still_writes_its_json(tmp_path, gpu_check):
     # A deadline that leaves nothing to run: every binary is recorded as not run.
-    proc = _run_gpu_check(repo_root, bundle, tmp_path / "a", 10, smollm_gguf)
+    proc = gpu_check(tmp_path / "a", 10)
     log, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1, log
     results = json.loads((tmp_path / "a" / "gpu_results.json").read_text())
@@ -112,7 +130,7 @@ def test_past_its_deadline_or_stopped_the_runner_still_writes_its_json(bundle, r
 
     # SIGTERM mid-run (a device call killed at its limit): the JSON so far, marked unfinished.
     out = tmp_path / "b"
-    proc = _run_gpu_check(repo_root, bundle, out, 300, smollm_gguf, start_new_session=True)
+    proc = gpu_check(out, 300)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (out / "gpu_results.json").exists():
         time.sleep(0.1)
