@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -164,22 +163,23 @@ size_t Typical(std::vector<int32_t>* candidates, std::vector<double>* weights, s
     const double p = (*weights)[i] / mass;
     if (p > 0.0) entropy -= p * std::log(p);
   }
-  std::vector<std::pair<double, size_t>> order(keep);  // (distance, position)
+  struct Kept {
+    double distance;  // |-log p - H|
+    int32_t id;
+    double weight;
+  };
+  std::vector<Kept> order(keep);
   for (size_t i = 0; i < keep; ++i) {
     const double p = (*weights)[i] / mass;
     const double surprise = p > 0.0 ? -std::log(p) : std::numeric_limits<double>::infinity();
-    order[i] = {std::fabs(surprise - entropy), i};
+    order[i] = {std::fabs(surprise - entropy), (*candidates)[i], (*weights)[i]};
   }
   std::stable_sort(order.begin(), order.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<int32_t> ids(keep);
-  std::vector<double> w(keep);
+                   [](const Kept& a, const Kept& b) { return a.distance < b.distance; });
   for (size_t i = 0; i < keep; ++i) {
-    ids[i] = (*candidates)[order[i].second];
-    w[i] = (*weights)[order[i].second];
+    (*candidates)[i] = order[i].id;
+    (*weights)[i] = order[i].weight;
   }
-  std::copy(ids.begin(), ids.end(), candidates->begin());
-  std::copy(w.begin(), w.end(), weights->begin());
   double cumulative = 0.0;
   for (size_t i = 0; i < keep; ++i) {
     cumulative += (*weights)[i];
