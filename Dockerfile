@@ -34,7 +34,7 @@ RUN apt-get update \
       build-essential cmake ninja-build pkg-config ca-certificates \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
       libabsl-dev prometheus-cpp-dev libgloo-dev nlohmann-json3-dev libgoogle-glog-dev \
-      libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev \
+      libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libcpp-httplib-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -85,7 +85,7 @@ RUN apt-get update \
       build-essential cmake ninja-build pkg-config ca-certificates \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
       libabsl-dev prometheus-cpp-dev libgloo-dev nlohmann-json3-dev libgoogle-glog-dev \
-      libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev \
+      libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libcpp-httplib-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

@@ -68,6 +68,8 @@ ABSL_FLAG(std::string, comm, "",
           "memory when every worker is on one host, Gloo over TCP otherwise; GPU workers take "
           "auto as nccl)");
 ABSL_FLAG(std::string, host, "127.0.0.1", "serve/coordinator: address to listen on");
+ABSL_FLAG(int, http_port, 0,
+          "serve/coordinator: port of the OpenAI-compatible HTTP API on --host (0: off)");
 ABSL_FLAG(int32_t, port, 50051, "serve/coordinator: port of the public API (0: any free one)");
 ABSL_FLAG(bool, reflection, false,
           "serve/coordinator: enable gRPC server reflection on the public port (it lists the "
@@ -135,9 +137,11 @@ constexpr char kUsage[] =
     "           [--model_root DIR | --model PATH] [cluster | --insecure_cluster]\n"
     "           (until SIGINT/SIGTERM)\n"
     "  serve    --model PATH [--tp N] [--devices 0,1,...] [--comm auto|shm|gloo|nccl]\n"
-    "           [--host H] [--port P] [--threads N] [--dequantize] [limits] [security]\n"
+    "           [--host H] [--port P] [--http_port P] [--threads N] [--dequantize] [limits]\n"
+    "           [security]\n"
     "           (N local workers and the public API; SIGTERM drains)\n"
-    "  coordinator --model PATH --workers HOST:PORT,... [--host H] [--port P] [limits]\n"
+    "  coordinator --model PATH --workers HOST:PORT,... [--host H] [--port P] [--http_port P]\n"
+    "           [limits]\n"
     "           [security] [cluster]\n"
     "  security: [--tls_cert_file F --tls_key_file F [--tls_client_ca_file F]]\n"
     "           [--api_key_file F] [--reflection] [--metrics_host H]\n"
@@ -265,6 +269,9 @@ absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {
   if (!backend.ok()) return backend.status();
   c.pool.backend = *backend;
   o.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  if (absl::GetFlag(FLAGS_http_port) > 0) {
+    o.http.listen = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_http_port));
+  }
   o.binary = "/proc/self/exe";
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.metrics_host = absl::GetFlag(FLAGS_metrics_host);
@@ -282,6 +289,9 @@ absl::Status CheckServeFlags() {
   }
   if (absl::GetFlag(FLAGS_port) < 0 || absl::GetFlag(FLAGS_port) > 65535) {
     return absl::InvalidArgumentError("--port must be in [0, 65535]");
+  }
+  if (absl::GetFlag(FLAGS_http_port) < 0 || absl::GetFlag(FLAGS_http_port) > 65535) {
+    return absl::InvalidArgumentError("--http_port must be in [0, 65535] (0: off)");
   }
   return absl::OkStatus();
 }

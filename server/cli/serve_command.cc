@@ -63,6 +63,20 @@ absl::Status RunServe(ServeOptions options) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<coordinator::CoordinatorServer> server,
                    coordinator::CoordinatorServer::Start(options.coordinator));
+  std::unique_ptr<http::OpenAiServer> http;
+  if (!options.http.listen.empty()) {
+    options.http.tls = options.coordinator.tls;
+    options.http.max_body_bytes = options.coordinator.limits.max_request_bytes;
+    ASSIGN_OR_RETURN(http, http::OpenAiServer::Start(options.http, server->front_end()));
+  }
+  // The engine stops first (closing every stream), then the HTTP threads are joined.
+  const auto stop = [&] {
+    server->Shutdown();
+    if (http != nullptr) http->Shutdown();
+    http.reset();
+    server.reset();
+    if (workers != nullptr) workers->Stop();
+  };
   LOG(INFO) << "tpserve: serving " << options.coordinator.model_path << " on "
             << options.coordinator.listen << " (port " << server->port() << ") with "
             << options.coordinator.pool.workers.size() << " workers ("
@@ -83,9 +97,7 @@ absl::Status RunServe(ServeOptions options) {
       return absl::InternalError("serve: sigtimedwait failed");
     }
     if (absl::Status fatal = server->fatal(); signal < 0 && !fatal.ok()) {
-      server->Shutdown();
-      server.reset();
-      if (workers != nullptr) workers->Stop();
+      stop();
       return absl::Status(fatal.code(), absl::StrCat("serve: the workers cannot serve the model: ",
                                                      fatal.message()));
     }
@@ -95,9 +107,7 @@ absl::Status RunServe(ServeOptions options) {
     LOG(WARNING) << "tpserve: streams still running after " << options.drain_timeout
                  << "; cancelling them";
   }
-  server->Shutdown();
-  server.reset();
-  if (workers != nullptr) workers->Stop();
+  stop();
   LOG(INFO) << "tpserve: stopped";
   return absl::OkStatus();
 }

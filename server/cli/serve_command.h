@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "server/common/cluster_tls.h"
 #include "server/coordinator/coordinator_server.h"
+#include "server/http/openai_server.h"
 
 namespace tpserve::cli {
 
@@ -26,6 +27,9 @@ struct ServeOptions {
   int metrics_port = 0;      // coordinator /metrics (0: none); `serve`'s rank r on +1+r
   std::string metrics_host;  // address the coordinator's /metrics binds; empty: listen's host
   absl::Duration drain_timeout = absl::Seconds(30);
+  // The OpenAI HTTP API (--http_port); listen empty: off. Its TLS and body limit are the
+  // public gRPC port's.
+  http::OpenAiServerOptions http;
 };
 
 // Blocks SIGINT/SIGTERM in the calling thread (call before any other thread starts).

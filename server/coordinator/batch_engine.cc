@@ -431,7 +431,7 @@ void BatchEngine::FailPoisoned(const StepPlan& plan, const absl::Status& cause) 
 void BatchEngine::Finish(Request* request, const absl::Status& status) {
   // The request's blocks, metrics and stats are settled before its sink closes: a client
   // that sees its stream end then sees the freed KV blocks and its counted request.
-  metrics_->CountRequest(status);
+  metrics_->CountRequest(status, request->spec.api);
   metrics_->request_duration.Observe(Seconds(absl::Now() - request->arrival));
   if (scheduler_ != nullptr) scheduler_->Remove(&request->seq);
   std::shared_ptr<ResponseSink> sink = std::move(request->sink);
@@ -459,7 +459,7 @@ void BatchEngine::FailAll(const absl::Status& status) {
     incoming.swap(inbox_);
   }
   for (std::unique_ptr<Request>& request : incoming) {
-    metrics_->CountRequest(status);
+    metrics_->CountRequest(status, request->spec.api);
     request->sink->Close(status);
     absl::MutexLock lock(&mu_);
     --in_flight_;

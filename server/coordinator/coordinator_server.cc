@@ -97,9 +97,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   RETURN_IF_ERROR(
       s->StartMetrics(options.metrics_listen, static_cast<int>(options.pool.workers.size())));
   RETURN_IF_ERROR(s->CreateEngine(options));
-  s->service_ = std::make_unique<GenerationService>(
-      *s->tokenizer_, *s->validator_, s->engine_.get(), s->metrics_.get(),
-      DescribeModel(options, config, *s->tokenizer_), s->api_keys_.get());
+  s->model_info_ = DescribeModel(options, config, *s->tokenizer_);
+  s->service_ =
+      std::make_unique<GenerationService>(*s->tokenizer_, *s->validator_, s->engine_.get(),
+                                          s->metrics_.get(), s->model_info_, s->api_keys_.get());
   RETURN_IF_ERROR(s->Listen(options));
   s->engine_->Start();
   return s;
@@ -170,6 +171,15 @@ absl::Status CoordinatorServer::Listen(const CoordinatorOptions& options) {
 }
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+
+FrontEnd CoordinatorServer::front_end() {
+  return {.validator = validator_.get(),
+          .engine = engine_.get(),
+          .metrics = metrics_.get(),
+          .api_keys = api_keys_.get(),
+          .model_info = model_info_,
+          .ready = [this] { return serving_.load(); }};
+}
 
 void CoordinatorServer::SetServing(bool serving) {
   if (server_ == nullptr) return;

@@ -9,6 +9,7 @@
 #define TPSERVE_SERVER_COORDINATOR_COORDINATOR_SERVER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,18 @@ struct CoordinatorOptions {
   WorkerPoolOptions pool;  // workers, KV budget, threads, timeouts (model_path is filled in)
 };
 
+// What another front end of the same engine (the OpenAI HTTP API) serves from: the gRPC
+// API's validator, engine, metrics and keys, so that both APIs admit and generate alike.
+// The pointers are valid while the CoordinatorServer lives; `api_keys` null: no key.
+struct FrontEnd {
+  const RequestValidator* validator = nullptr;
+  BatchEngine* engine = nullptr;
+  ServingMetrics* metrics = nullptr;
+  ApiKeys* api_keys = nullptr;
+  tpserve::v1::ModelInfo model_info;  // the static fields: name, context length, limits
+  std::function<bool()> ready;        // what grpc.health.v1 says: SERVING
+};
+
 class CoordinatorServer {
  public:
   // Loads the tokenizer and model config, listens, and starts the engine, which brings the
@@ -53,6 +66,7 @@ class CoordinatorServer {
   ~CoordinatorServer();  // Shutdown()
 
   int port() const { return port_; }
+  FrontEnd front_end();
   // OK while serving; the error that stopped the engine on its own (a model no worker can
   // load) otherwise: the caller should then shut down and exit non-zero.
   absl::Status fatal() const { return engine_->fatal(); }
@@ -89,6 +103,7 @@ class CoordinatorServer {
   std::unique_ptr<StepTrace> step_trace_;  // before engine_: the engine writes to it
   std::unique_ptr<BatchEngine> engine_;
   std::unique_ptr<ApiKeys> api_keys_;  // null: no key asked for
+  tpserve::v1::ModelInfo model_info_;  // DescribeModel's
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -80,7 +80,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
   absl::Status status = Authorize(*context);
   if (status.ok()) status = Submit(*request, stream);
   if (!status.ok()) {
-    metrics_->CountRequest(status);
+    metrics_->CountRequest(status, "grpc");
     stream->Refuse(ToGrpcStatus(status));
   }
   return stream;

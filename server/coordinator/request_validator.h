@@ -65,6 +65,7 @@ struct RequestSpec {
   std::optional<uint64_t> seed;     // the request's seed; none: Submit draws one
   std::vector<std::string> stop;    // non-empty strings
   bool ignore_eos = false;
+  std::string api = "grpc";  // the front end it came through ("grpc", "http"): a metrics label
 };
 
 class RequestValidator {

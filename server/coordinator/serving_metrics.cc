@@ -59,23 +59,26 @@ ServingMetrics::ServingMetrics(prometheus::Registry& r, int world_size)
                           "Sequences preempted (KV blocks freed, recomputed later)")),
       requests_(BuildCounter()
                     .Name("tpserve_requests_total")
-                    .Help("Generate calls by final status (ok, or the gRPC code)")
+                    .Help("Generation requests by front end (api: grpc, http) and final status "
+                          "(ok, or the gRPC code)")
                     .Register(r)) {
   prometheus::Family<prometheus::Gauge>& up =
       BuildGauge().Name("tpserve_worker_up").Help("1 while the worker's world is up").Register(r);
   for (int rank = 0; rank < world_size; ++rank) {
     worker_up_.push_back(&up.Add({{"rank", std::to_string(rank)}}));
   }
-  for (const char* status : {"ok", "cancelled", "invalid_argument", "resource_exhausted",
-                             "unavailable", "deadline_exceeded", "internal"}) {
-    requests_.Add({{"status", status}});  // present from the start, at 0
+  for (const char* api : {"grpc", "http"}) {
+    for (const char* status : {"ok", "cancelled", "invalid_argument", "resource_exhausted",
+                               "unavailable", "deadline_exceeded", "internal"}) {
+      requests_.Add({{"api", api}, {"status", status}});  // present from the start, at 0
+    }
   }
 }
 
-void ServingMetrics::CountRequest(const absl::Status& status) {
+void ServingMetrics::CountRequest(const absl::Status& status, absl::string_view api) {
   std::string name = absl::AsciiStrToLower(absl::StatusCodeToString(status.code()));
   if (status.code() == absl::StatusCode::kUnknown) name = "internal";
-  requests_.Add({{"status", name}}).Increment();
+  requests_.Add({{"api", std::string(api)}, {"status", name}}).Increment();
 }
 
 void ServingMetrics::SetWorldUp(bool up) {

@@ -5,6 +5,7 @@
 #define TPSERVE_SERVER_COORDINATOR_SERVING_METRICS_H_
 
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -20,8 +21,9 @@ class ServingMetrics {
  public:
   ServingMetrics(prometheus::Registry& registry, int world_size);
 
-  // One per Generate call, at its end (refusals included); status "ok" when it finished.
-  void CountRequest(const absl::Status& status);
+  // One per generation request, at its end (refusals included), by the front end it came
+  // through (`api`: "grpc" or "http"); status "ok" when it finished.
+  void CountRequest(const absl::Status& status, absl::string_view api);
   void SetWorldUp(bool up);
 
   prometheus::Histogram& time_to_first_token;

@@ -1,0 +1,298 @@
+#include "server/http/openai_request.h"
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "server/common/status_macros.h"
+
+namespace tpserve::http {
+namespace {
+
+using nlohmann::json;
+
+absl::Status Wrong(absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": must be ", what));
+}
+
+absl::Status Unsupported(absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what, " is not supported"));
+}
+
+// The field, or null when it is absent or JSON null (OpenAI's clients send null for unset).
+const json* Field(const json& body, const char* name) {
+  const auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+absl::StatusOr<std::optional<bool>> Bool(const json& body, const char* name) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) return Wrong(name, "a boolean");
+  return v->get<bool>();
+}
+
+absl::StatusOr<std::optional<double>> Number(const json& body, const char* name) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return Wrong(name, "a number");
+  return v->get<double>();
+}
+
+// An integer in [lo, hi]; larger unsigned values read as hi + 1 would, so the caller's range
+// check (or the validator's limit) refuses them by value rather than by type.
+absl::StatusOr<std::optional<int64_t>> Integer(const json& body, const char* name, int64_t lo,
+                                               absl::string_view range) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number_integer()) return Wrong(name, absl::StrCat("an integer ", range));
+  const int64_t value =
+      v->is_number_unsigned() && v->get<uint64_t>() > std::numeric_limits<int64_t>::max()
+          ? std::numeric_limits<int64_t>::max()
+          : v->get<int64_t>();
+  if (value < lo) return Wrong(name, absl::StrCat("an integer ", range));
+  return value;
+}
+
+absl::StatusOr<std::optional<std::string>> String(const json& body, const char* name) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) return Wrong(name, "a string");
+  return v->get<std::string>();
+}
+
+uint32_t ClampU32(int64_t v) {
+  return static_cast<uint32_t>(std::min<int64_t>(v, std::numeric_limits<uint32_t>::max()));
+}
+
+// Token ids of `field` (an array of integers) into `out`.
+absl::Status TokenIds(const json& ids, absl::string_view field,
+                      google::protobuf::RepeatedField<int32_t>* out) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const json& id = ids[i];
+    if (!id.is_number_integer() || id.get<int64_t>() < std::numeric_limits<int32_t>::min() ||
+        id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return Wrong(absl::StrCat(field, "[", i, "]"), "a token id (a 32-bit integer)");
+    }
+    out->Add(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  return absl::OkStatus();
+}
+
+// `prompt`: a string, token ids, or a list of one of either (a batch of prompts is refused).
+absl::Status Prompt(const json& body, tpserve::v1::GenerateRequest* out) {
+  const json* p = Field(body, "prompt");
+  if (p == nullptr) return absl::InvalidArgumentError("prompt: is required");
+  if (p->is_string()) {
+    out->set_prompt(p->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!p->is_array() || p->empty()) {
+    return Wrong("prompt", "a string, an array of token ids, or an array of one of these");
+  }
+  if (p->front().is_number()) return TokenIds(*p, "prompt", out->mutable_prompt_token_ids());
+  if (p->size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt: ", p->size(), " prompts in one request; the limit is 1 (send one each)"));
+  }
+  const json& only = p->front();
+  if (only.is_string()) {
+    out->set_prompt(only.get<std::string>());
+    return absl::OkStatus();
+  }
+  if (only.is_array() && !only.empty()) {
+    return TokenIds(only, "prompt[0]", out->mutable_prompt_token_ids());
+  }
+  return Wrong("prompt[0]", "a string or a non-empty array of token ids");
+}
+
+// A message's content: a string, null, or an array of text parts, joined.
+absl::StatusOr<std::string> Content(const json& message, absl::string_view field) {
+  const json* c = Field(message, "content");
+  if (c == nullptr) return std::string();
+  if (c->is_string()) return c->get<std::string>();
+  if (!c->is_array()) return Wrong(field, "a string or an array of content parts");
+  std::string text;
+  for (size_t i = 0; i < c->size(); ++i) {
+    const json& part = (*c)[i];
+    const std::string name = absl::StrCat(field, "[", i, "]");
+    if (!part.is_object()) return Wrong(name, "an object");
+    const json* type = Field(part, "type");
+    if (type == nullptr || !type->is_string())
+      return Wrong(absl::StrCat(name, ".type"), "a string");
+    if (type->get<std::string>() != "text") {
+      return Unsupported(absl::StrCat(name, ".type"),
+                         absl::StrCat("content of type '", type->get<std::string>(), "'"));
+    }
+    const json* t = Field(part, "text");
+    if (t == nullptr || !t->is_string()) return Wrong(absl::StrCat(name, ".text"), "a string");
+    text += t->get<std::string>();
+  }
+  return text;
+}
+
+absl::Status Messages(const json& body, tpserve::v1::GenerateRequest* out) {
+  const json* m = Field(body, "messages");
+  if (m == nullptr) return absl::InvalidArgumentError("messages: is required");
+  if (!m->is_array() || m->empty()) return Wrong("messages", "a non-empty array of messages");
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& message = (*m)[i];
+    const std::string name = absl::StrCat("messages[", i, "]");
+    if (!message.is_object()) return Wrong(name, "an object");
+    const json* role = Field(message, "role");
+    if (role == nullptr || !role->is_string()) {
+      return Wrong(absl::StrCat(name, ".role"), "a string");
+    }
+    tpserve::v1::ChatMessage* chat = out->add_messages();
+    chat->set_role(role->get<std::string>());
+    ASSIGN_OR_RETURN(*chat->mutable_content(), Content(message, absl::StrCat(name, ".content")));
+  }
+  return absl::OkStatus();
+}
+
+// `stop`: a string or an array of strings.
+absl::Status Stop(const json& body, tpserve::v1::GenerateRequest* out) {
+  const json* s = Field(body, "stop");
+  if (s == nullptr) return absl::OkStatus();
+  if (s->is_string()) {
+    out->add_stop(s->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!s->is_array()) return Wrong("stop", "a string or an array of strings");
+  for (size_t i = 0; i < s->size(); ++i) {
+    if (!(*s)[i].is_string()) return Wrong(absl::StrCat("stop[", i, "]"), "a string");
+    out->add_stop((*s)[i].get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+// The sampling fields every endpoint shares, into `out`.
+absl::Status Sampling(const json& body, tpserve::v1::GenerateRequest* out) {
+  const std::pair<const char*, void (tpserve::v1::GenerateRequest::*)(float)> floats[] = {
+      {"temperature", &tpserve::v1::GenerateRequest::set_temperature},
+      {"top_p", &tpserve::v1::GenerateRequest::set_top_p},
+      {"min_p", &tpserve::v1::GenerateRequest::set_min_p},
+      {"typical_p", &tpserve::v1::GenerateRequest::set_typical_p},
+      {"frequency_penalty", &tpserve::v1::GenerateRequest::set_frequency_penalty},
+      {"presence_penalty", &tpserve::v1::GenerateRequest::set_presence_penalty},
+      {"repetition_penalty", &tpserve::v1::GenerateRequest::set_repetition_penalty},
+  };
+  for (const auto& [name, set] : floats) {
+    ASSIGN_OR_RETURN(std::optional<double> v, Number(body, name));
+    if (v.has_value()) (out->*set)(static_cast<float>(*v));
+  }
+  // top_k: -1 is "off" in vLLM's API, as 0 is in tpserve's.
+  ASSIGN_OR_RETURN(std::optional<int64_t> top_k, Integer(body, "top_k", -1, "of at least -1"));
+  if (top_k.has_value()) {
+    out->set_top_k(static_cast<int32_t>(std::clamp<int64_t>(*top_k, 0, INT32_MAX)));
+  }
+  ASSIGN_OR_RETURN(std::optional<int64_t> seed, Integer(body, "seed", 0, "of at least 0"));
+  if (seed.has_value()) out->set_seed(static_cast<uint64_t>(*seed));
+  // max_completion_tokens is the newer name of max_tokens and wins when both are given.
+  for (const char* name : {"max_tokens", "max_completion_tokens"}) {
+    ASSIGN_OR_RETURN(std::optional<int64_t> max, Integer(body, name, 1, "of at least 1"));
+    if (max.has_value()) out->set_max_tokens(ClampU32(*max));
+  }
+  RETURN_IF_ERROR(Stop(body, out));
+  if (const json* ids = Field(body, "stop_token_ids"); ids != nullptr) {
+    if (!ids->is_array()) return Wrong("stop_token_ids", "an array of token ids");
+    RETURN_IF_ERROR(TokenIds(*ids, "stop_token_ids", out->mutable_stop_token_ids()));
+  }
+  ASSIGN_OR_RETURN(std::optional<bool> ignore_eos, Bool(body, "ignore_eos"));
+  out->set_ignore_eos(ignore_eos.value_or(false));
+  ASSIGN_OR_RETURN(std::optional<std::string> user, String(body, "user"));  // checked, unused
+  return absl::OkStatus();
+}
+
+// Completions: `logprobs` is the number of alternatives (0: the chosen token's only).
+// Chat: `logprobs` is a boolean and `top_logprobs` the number of alternatives.
+absl::Status Logprobs(const json& body, OpenAiRequest* out) {
+  if (out->endpoint == Endpoint::kCompletions) {
+    ASSIGN_OR_RETURN(std::optional<int64_t> n, Integer(body, "logprobs", 0, "of at least 0"));
+    out->logprobs = n.has_value();
+    out->top_logprobs = ClampU32(n.value_or(0));
+  } else {
+    ASSIGN_OR_RETURN(std::optional<bool> on, Bool(body, "logprobs"));
+    ASSIGN_OR_RETURN(std::optional<int64_t> n, Integer(body, "top_logprobs", 0, "of at least 0"));
+    if (n.has_value() && !on.value_or(false)) {
+      return absl::InvalidArgumentError("top_logprobs: needs logprobs set to true");
+    }
+    out->logprobs = on.value_or(false);
+    out->top_logprobs = ClampU32(n.value_or(0));
+  }
+  // The engine's `logprobs` is the number of alternatives with the chosen token's always
+  // reported; at least 1 so that the chosen token's comes back at all.
+  if (out->logprobs) out->generate.set_logprobs(std::max<uint32_t>(1, out->top_logprobs));
+  return absl::OkStatus();
+}
+
+// Fields of OpenAI's API that tpserve does not implement: refused unless left at their default.
+absl::Status Unimplemented(const json& body, const OpenAiRequest& request) {
+  ASSIGN_OR_RETURN(std::optional<bool> echo, Bool(body, "echo"));
+  if (echo.value_or(false)) return Unsupported("echo", "true");
+  ASSIGN_OR_RETURN(std::optional<std::string> suffix, String(body, "suffix"));
+  if (suffix.has_value() && !suffix->empty()) return Unsupported("suffix", "a suffix");
+  ASSIGN_OR_RETURN(std::optional<int64_t> best_of, Integer(body, "best_of", 1, "of at least 1"));
+  if (best_of.has_value() && *best_of != request.n) {
+    return Unsupported("best_of", "a value other than n");
+  }
+  for (const char* name : {"logit_bias", "tools", "functions"}) {
+    const json* v = Field(body, name);
+    if (v != nullptr && !v->empty()) return Unsupported(name, "a non-empty value");
+  }
+  if (const json* format = Field(body, "response_format"); format != nullptr) {
+    const json* type = format->is_object() ? Field(*format, "type") : nullptr;
+    if (type == nullptr || *type != "text")
+      return Unsupported("response_format", "a non-text format");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> DecodeOpenAiRequest(Endpoint endpoint, absl::string_view body_text,
+                                                  absl::string_view served_model) {
+  const json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return absl::InvalidArgumentError("body: is not valid JSON");
+  if (!body.is_object()) return Wrong("body", "a JSON object");
+  OpenAiRequest request;
+  request.endpoint = endpoint;
+  ASSIGN_OR_RETURN(std::optional<std::string> model, String(body, "model"));
+  request.model = model.value_or(std::string(served_model));
+  if (request.model != served_model) {
+    return absl::NotFoundError(absl::StrCat("model: '", request.model,
+                                            "' is not served here; this server serves '",
+                                            served_model, "'"));
+  }
+  if (endpoint == Endpoint::kCompletions) {
+    RETURN_IF_ERROR(Prompt(body, &request.generate));
+  } else {
+    RETURN_IF_ERROR(Messages(body, &request.generate));
+  }
+  RETURN_IF_ERROR(Sampling(body, &request.generate));
+  RETURN_IF_ERROR(Logprobs(body, &request));
+  ASSIGN_OR_RETURN(std::optional<int64_t> n,
+                   Integer(body, "n", 1, absl::StrCat("in [1, ", kMaxChoices, "]")));
+  if (n.value_or(1) > kMaxChoices) {
+    return absl::InvalidArgumentError(absl::StrCat("n: ", *n, " exceeds the limit ", kMaxChoices));
+  }
+  request.n = static_cast<uint32_t>(n.value_or(1));
+  ASSIGN_OR_RETURN(std::optional<bool> stream, Bool(body, "stream"));
+  request.stream = stream.value_or(false);
+  if (const json* options = Field(body, "stream_options"); options != nullptr) {
+    if (!request.stream) {
+      return absl::InvalidArgumentError("stream_options: is only allowed with stream: true");
+    }
+    if (!options->is_object()) return Wrong("stream_options", "an object");
+    ASSIGN_OR_RETURN(std::optional<bool> usage, Bool(*options, "include_usage"));
+    request.include_usage = usage.value_or(false);
+  }
+  RETURN_IF_ERROR(Unimplemented(body, request));
+  return request;
+}
+
+}  // namespace tpserve::http

@@ -1,0 +1,242 @@
+#include "server/http/openai_response.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace tpserve::http {
+namespace {
+
+using nlohmann::json;
+using tpserve::v1::GenerateResponse;
+
+bool IsChat(const OpenAiRequest& request) { return request.endpoint == Endpoint::kChatCompletions; }
+
+json FinishReason(tpserve::v1::FinishReason reason) {
+  switch (reason) {
+    case tpserve::v1::FINISH_REASON_LENGTH:
+      return "length";
+    case tpserve::v1::FINISH_REASON_STOP:
+    case tpserve::v1::FINISH_REASON_EOS:
+      return "stop";
+    case tpserve::v1::FINISH_REASON_CANCELLED:
+      return "abort";
+    default:
+      return nullptr;
+  }
+}
+
+json Bytes(const std::string& text) {
+  json bytes = json::array();
+  for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+// Chat's logprobs: {"content": [{token, logprob, bytes, top_logprobs: [...]}]}.
+json ChatLogprobs(const OpenAiRequest& request, const GenerateResponse& message) {
+  json content = json::array();
+  for (const tpserve::v1::TokenLogprobs& lp : message.logprobs()) {
+    json top = json::array();
+    for (int i = 0; i < lp.top_size() && i < static_cast<int>(request.top_logprobs); ++i) {
+      top.push_back({{"token", lp.top(i).text()},
+                     {"logprob", lp.top(i).logprob()},
+                     {"bytes", Bytes(lp.top(i).text())}});
+    }
+    content.push_back({{"token", lp.chosen().text()},
+                       {"logprob", lp.chosen().logprob()},
+                       {"bytes", Bytes(lp.chosen().text())},
+                       {"top_logprobs", std::move(top)}});
+  }
+  return {{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+// Completions' logprobs: parallel lists, the alternatives as {token: logprob} maps.
+json CompletionLogprobs(const OpenAiRequest& request, const GenerateResponse& message) {
+  json tokens = json::array(), logprobs = json::array(), tops = json::array();
+  for (const tpserve::v1::TokenLogprobs& lp : message.logprobs()) {
+    tokens.push_back(lp.chosen().text());
+    logprobs.push_back(lp.chosen().logprob());
+    json top = json::object();
+    for (int i = 0; i < lp.top_size() && i < static_cast<int>(request.top_logprobs); ++i) {
+      top[lp.top(i).text()] = lp.top(i).logprob();
+    }
+    tops.push_back(std::move(top));
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(logprobs)},
+          {"top_logprobs", std::move(tops)}};
+}
+
+json Logprobs(const OpenAiRequest& request, const GenerateResponse& message) {
+  if (!request.logprobs) return nullptr;
+  return IsChat(request) ? ChatLogprobs(request, message) : CompletionLogprobs(request, message);
+}
+
+json UsageJson(const tpserve::v1::Usage& usage) {
+  return {{"prompt_tokens", usage.prompt_tokens()},
+          {"completion_tokens", usage.completion_tokens()},
+          {"total_tokens", usage.prompt_tokens() + usage.completion_tokens()}};
+}
+
+json Envelope(const ResponseHeader& header, const char* object, json choices) {
+  return {{"id", header.id},
+          {"object", object},
+          {"created", header.created},
+          {"model", header.model},
+          {"choices", std::move(choices)}};
+}
+
+// The text of an error message's leading "field: " when it names one.
+json Param(absl::string_view message) {
+  const size_t colon = message.find(": ");
+  if (colon == absl::string_view::npos || colon == 0) return nullptr;
+  const absl::string_view field = message.substr(0, colon);
+  const bool named = std::all_of(field.begin(), field.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '_' || c == '-' || c == '.' || c == '[' || c == ']';
+  });
+  return named ? json(std::string(field)) : json(nullptr);
+}
+
+}  // namespace
+
+std::string ResponseId(Endpoint endpoint, absl::string_view request_id) {
+  return absl::StrCat(endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-", request_id);
+}
+
+void Accumulate(const GenerateResponse& message, GenerateResponse* total) {
+  total->mutable_text()->append(message.text());
+  total->mutable_token_ids()->MergeFrom(message.token_ids());
+  total->mutable_logprobs()->MergeFrom(message.logprobs());
+  if (message.finish_reason() != tpserve::v1::FINISH_REASON_UNSPECIFIED) {
+    total->set_finish_reason(message.finish_reason());
+  }
+  if (message.has_usage()) *total->mutable_usage() = message.usage();
+  if (total->request_id().empty()) total->set_request_id(message.request_id());
+}
+
+json WholeResponse(const OpenAiRequest& request, const ResponseHeader& header,
+                   const std::vector<GenerateResponse>& choices) {
+  json out = json::array();
+  tpserve::v1::Usage usage;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const GenerateResponse& c = choices[i];
+    json choice = {{"index", i},
+                   {"logprobs", Logprobs(request, c)},
+                   {"finish_reason", FinishReason(c.finish_reason())}};
+    if (IsChat(request)) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text()}};
+    } else {
+      choice["text"] = c.text();
+    }
+    out.push_back(std::move(choice));
+    usage.set_prompt_tokens(c.usage().prompt_tokens());
+    usage.set_completion_tokens(usage.completion_tokens() + c.usage().completion_tokens());
+  }
+  json whole =
+      Envelope(header, IsChat(request) ? "chat.completion" : "text_completion", std::move(out));
+  whole["usage"] = UsageJson(usage);
+  return whole;
+}
+
+json StreamChunk(const OpenAiRequest& request, const ResponseHeader& header, uint32_t index,
+                 const GenerateResponse& message, bool first) {
+  json choice = {{"index", index},
+                 {"logprobs", Logprobs(request, message)},
+                 {"finish_reason", FinishReason(message.finish_reason())}};
+  if (IsChat(request)) {
+    json delta = {{"content", message.text()}};
+    if (first) delta["role"] = "assistant";
+    choice["delta"] = std::move(delta);
+  } else {
+    choice["text"] = message.text();
+  }
+  json chunk = Envelope(header, IsChat(request) ? "chat.completion.chunk" : "text_completion",
+                        json::array({std::move(choice)}));
+  if (request.include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+json UsageChunk(const OpenAiRequest& request, const ResponseHeader& header,
+                const tpserve::v1::Usage& usage) {
+  json chunk = Envelope(header, IsChat(request) ? "chat.completion.chunk" : "text_completion",
+                        json::array());
+  chunk["usage"] = UsageJson(usage);
+  return chunk;
+}
+
+std::string SseEvent(const json& object) {
+  // Invalid UTF-8 cannot reach here (token texts are made valid upstream); replace anyway
+  // rather than throw.
+  return absl::StrCat("data: ", object.dump(-1, ' ', false, json::error_handler_t::replace),
+                      "\n\n");
+}
+
+int HttpStatus(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kFailedPrecondition:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kAborted:
+      return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+json ErrorBody(const absl::Status& status) {
+  const int http = HttpStatus(status);
+  const json param = Param(status.message());
+  const char* type = "server_error";
+  json code = nullptr;
+  switch (http) {
+    case 400:
+      type = "invalid_request_error";
+      break;
+    case 401:
+      type = "authentication_error";
+      code = "invalid_api_key";
+      break;
+    case 403:
+      type = "permission_error";
+      break;
+    case 404:
+      type = "invalid_request_error";
+      code = param == "model" ? "model_not_found" : "not_found";
+      break;
+    case 429:
+      type = "rate_limit_error";
+      code = "queue_full";
+      break;
+    case 503:
+      type = "service_unavailable_error";
+      break;
+    case 504:
+      type = "timeout_error";
+      break;
+    default:
+      break;
+  }
+  return {{"error",
+           {{"message", std::string(status.message())},
+            {"type", type},
+            {"param", param},
+            {"code", std::move(code)}}}};
+}
+
+}  // namespace tpserve::http
