@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace tpserve::http {
@@ -88,15 +89,17 @@ json Envelope(const ResponseHeader& header, const char* object, json choices) {
           {"choices", std::move(choices)}};
 }
 
-// The text of an error message's leading "field: " when it names one.
+// The field an error message names: its leading "field: …" or "field must …".
 json Param(absl::string_view message) {
-  const size_t colon = message.find(": ");
-  if (colon == absl::string_view::npos || colon == 0) return nullptr;
-  const absl::string_view field = message.substr(0, colon);
-  const bool named = std::all_of(field.begin(), field.end(), [](char c) {
+  const auto is_field_char = [](char c) {
     return absl::ascii_isalnum(c) || c == '_' || c == '-' || c == '.' || c == '[' || c == ']';
-  });
-  return named ? json(std::string(field)) : json(nullptr);
+  };
+  size_t end = 0;
+  while (end < message.size() && is_field_char(message[end])) ++end;
+  if (end == 0) return nullptr;
+  const absl::string_view rest = message.substr(end);
+  if (!absl::StartsWith(rest, ": ") && !absl::StartsWith(rest, " must ")) return nullptr;
+  return std::string(message.substr(0, end));
 }
 
 }  // namespace

@@ -1,0 +1,357 @@
+"""The OpenAI-compatible HTTP API (`serve --http_port`) end to end, on `serve --tp 2`: the
+official `openai` package (whole and streamed, chat and completions), raw SSE framing through
+`curl -N`, tokens equal to the gRPC API's for the same seeded request, 16 concurrent streaming
+clients, a client killed mid-stream (its KV freed, seen through /metrics), 30+ malformed
+requests (each its status and an OpenAI-shaped error body, the server serving on), a
+slow-loris client, and API keys. Every call has a timeout; the servers are stopped in
+finalizers. Budget: about two minutes on two cores."""
+import asyncio
+import http.client
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import grpc
+import openai
+import pytest
+
+import serve_procs
+from serve_procs import collect
+from worker_procs import free_port
+from tpserve.v1 import generate_pb2 as pb
+from tpserve.v1 import generate_pb2_grpc as pb_grpc
+
+TP = 2
+CALL_S = 120
+MAX_BODY = 4 << 20  # the default --max_request_bytes
+
+
+def _start(request, tmp_path_factory, tpserve_bin, model, name, **flags):
+    log = tmp_path_factory.mktemp(name) / "serve.log"
+    http_port = free_port("127.0.0.1")
+    metrics_port = free_port("127.0.0.1")
+    server = serve_procs.start(tpserve_bin, model, log, tp=TP, threads=1, http_port=http_port,
+                               metrics_port=metrics_port, **flags)
+    request.addfinalizer(lambda: serve_procs.cleanup(server))
+    serve_procs.wait_serving(server, timeout_s=120)
+    server.http = f"127.0.0.1:{http_port}"
+    server.metrics = f"127.0.0.1:{metrics_port}"
+    deadline = time.time() + 30
+    while _get(server.http, "/health")[0] != 200:
+        assert time.time() < deadline, f"/health never 200:\n{server.log_tail()}"
+        time.sleep(0.2)
+    return server
+
+
+@pytest.fixture(scope="module")
+def server(request, tmp_path_factory, tpserve_bin, smollm_gguf):
+    srv = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "openai")
+    yield srv
+    assert serve_procs.stop(srv, timeout_s=60) == 0, srv.log_tail()
+
+
+@pytest.fixture(scope="module")
+def model_name(server):
+    return json.loads(_get(server.http, "/v1/models")[1])["data"][0]["id"]
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=f"http://{server.http}/v1", api_key="unused", timeout=CALL_S,
+                         max_retries=0)
+
+
+def _get(address, path, headers=None):
+    conn = http.client.HTTPConnection(address, timeout=CALL_S)
+    try:
+        conn.request("GET", path, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
+
+
+def _call(address, method, path, body=b"", headers=None):
+    conn = http.client.HTTPConnection(address, timeout=CALL_S)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
+
+
+def _metric(server, name, labels=""):
+    text = _get(server.metrics, "/metrics")[1].decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and labels in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def _grpc_text(server, **fields):
+    with grpc.insecure_channel(server.address) as ch:
+        res = collect(pb_grpc.GenerationStub(ch).Generate(pb.GenerateRequest(**fields),
+                                                           timeout=CALL_S))
+    return res
+
+
+def test_models_and_health(server, model_name):
+    status, body = _get(server.http, "/v1/models")
+    listing = json.loads(body)
+    assert status == 200 and listing["object"] == "list"
+    assert listing["data"][0]["object"] == "model" and listing["data"][0]["max_model_len"] > 0
+    assert _get(server.http, "/health") == (200, b'{"status":"ok"}')
+
+
+def test_completion_matches_grpc(server, client, model_name):
+    """The same seeded request through both APIs: the same text."""
+    fields = dict(prompt="The capital of France is", max_tokens=12, temperature=0.8, seed=7,
+                  ignore_eos=True)
+    want = _grpc_text(server, **fields)
+    got = client.completions.create(model=model_name, prompt=fields["prompt"], max_tokens=12,
+                                    temperature=0.8, seed=7, extra_body={"ignore_eos": True})
+    assert got.choices[0].text == want.text
+    assert got.choices[0].finish_reason == "length"
+    assert got.usage.completion_tokens == 12 and got.usage.prompt_tokens > 0
+    assert got.object == "text_completion" and got.id.startswith("cmpl-")
+
+
+def test_chat_whole_and_streamed_agree(server, client, model_name):
+    messages = [{"role": "user", "content": "Name a colour."}]
+    whole = client.chat.completions.create(model=model_name, messages=messages, max_tokens=10,
+                                           temperature=0.7, seed=3)
+    chunks = list(client.chat.completions.create(
+        model=model_name, messages=messages, max_tokens=10, temperature=0.7, seed=3, stream=True,
+        stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert whole.choices[0].message.role == "assistant"
+    assert text == whole.choices[0].message.content
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == \
+        whole.usage.completion_tokens
+    finish = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert finish[-1] in ("stop", "length") and all(f is None for f in finish[:-1])
+    want = _grpc_text(server, messages=[pb.ChatMessage(role="user", content="Name a colour.")],
+                      max_tokens=10, temperature=0.7, seed=3)
+    assert text == want.text
+
+
+def test_streamed_completion_and_logprobs(client, model_name):
+    stream = client.completions.create(model=model_name, prompt="One, two,", max_tokens=6,
+                                       temperature=0, stream=True, logprobs=2,
+                                       extra_body={"ignore_eos": True})
+    chunks = list(stream)
+    assert len(chunks) == 6
+    for c in chunks:
+        lp = c.choices[0].logprobs
+        assert len(lp.tokens) == 1 and lp.token_logprobs[0] <= 0
+        assert 1 <= len(lp.top_logprobs[0]) <= 2
+    chat = client.chat.completions.create(
+        model=model_name, messages=[{"role": "user", "content": "Hi"}], max_tokens=4,
+        temperature=0, logprobs=True, top_logprobs=3)
+    content = chat.choices[0].logprobs.content
+    assert len(content) == chat.usage.completion_tokens
+    assert all(len(t.top_logprobs) == 3 and t.logprob <= 0 for t in content)
+    assert content[0].top_logprobs[0].logprob >= content[0].top_logprobs[-1].logprob
+
+
+def test_n_choices_and_stop(client, model_name):
+    got = client.completions.create(model=model_name, prompt="Once upon a time", max_tokens=8,
+                                    temperature=1.0, seed=11, n=3)
+    assert [c.index for c in got.choices] == [0, 1, 2]
+    assert got.usage.completion_tokens <= 24
+    assert len({c.text for c in got.choices}) > 1, "the choices drew from one seed"
+    again = client.completions.create(model=model_name, prompt="Once upon a time", max_tokens=8,
+                                      temperature=1.0, seed=11, n=3)
+    assert [c.text for c in again.choices] == [c.text for c in got.choices]
+    stopped = client.completions.create(model=model_name, prompt="1, 2, 3, 4,", max_tokens=20,
+                                        temperature=0, stop=[" 7"])
+    assert stopped.choices[0].finish_reason == "stop" and " 7" not in stopped.choices[0].text
+
+
+def test_curl_sse_framing(server, model_name):
+    body = json.dumps({"model": model_name, "prompt": "Hello", "max_tokens": 3, "temperature": 0,
+                       "stream": True, "ignore_eos": True})
+    out = subprocess.run(["curl", "-sN", "--max-time", "60", "-H",
+                          "Content-Type: application/json", "-d", body,
+                          f"http://{server.http}/v1/completions"],
+                         capture_output=True, timeout=90, check=True).stdout.decode()
+    events = [e for e in out.split("\n\n") if e and not e.startswith(":")]
+    assert events[-1] == "data: [DONE]", out
+    assert len(events) == 4, out
+    for e in events[:-1]:
+        assert e.startswith("data: {"), out
+        assert json.loads(e[len("data: "):])["object"] == "text_completion"
+
+
+def test_sixteen_concurrent_streams(server, model_name):
+    async def one(client, i):
+        stream = await client.completions.create(model=model_name, prompt=f"Count to {i}:",
+                                                 max_tokens=8, temperature=0, stream=True,
+                                                 extra_body={"ignore_eos": True})
+        return [c.choices[0].text async for c in stream]
+
+    async def all_of():
+        async with openai.AsyncOpenAI(base_url=f"http://{server.http}/v1", api_key="unused",
+                                      timeout=CALL_S, max_retries=0) as client:
+            return await asyncio.gather(*(one(client, i) for i in range(16)))
+
+    results = asyncio.run(asyncio.wait_for(all_of(), CALL_S))
+    assert all(len(r) == 8 for r in results)
+
+
+def test_client_killed_mid_stream_frees_kv(server, model_name):
+    script = (
+        "import openai, sys\n"
+        f"c = openai.OpenAI(base_url='http://{server.http}/v1', api_key='x', max_retries=0)\n"
+        f"s = c.completions.create(model={model_name!r}, prompt='Tell a story', max_tokens=400,"
+        " temperature=0, stream=True, extra_body={'ignore_eos': True})\n"
+        "for i, _ in enumerate(s):\n"
+        "    if i == 2: print('streaming', flush=True)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline().strip() == b"streaming"
+        assert _metric(server, "tpserve_requests_running") == 1
+        cancelled_before = _metric(server, "tpserve_requests_total",
+                                   'api="http",status="cancelled"')
+        proc.kill()
+        proc.wait(timeout=10)
+        deadline = time.time() + 5
+        while _metric(server, "tpserve_requests_running") != 0 or \
+                _metric(server, "tpserve_kv_cache_usage_ratio") != 0:
+            assert time.time() < deadline, "the killed client's request still holds its KV"
+            time.sleep(0.05)
+        assert _metric(server, "tpserve_requests_total",
+                       'api="http",status="cancelled"') == cancelled_before + 1
+    finally:
+        proc.kill()
+
+
+def _malformed(model):
+    good = {"model": model, "prompt": "hi", "max_tokens": 2}
+    chat = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    js = {"Content-Type": "application/json"}
+
+    def post(path, body, status, param=None, headers=js):
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return ("POST", path, raw, headers, status, param)
+
+    def with_(base, **kv):
+        return {**base, **kv}
+
+    c, cc = "/v1/completions", "/v1/chat/completions"
+    return [
+        post(c, b"{not json", 400, "body"),
+        post(c, b"[1, 2]", 400, "body"),
+        post(c, b"", 400, "body"),
+        post(c, with_(good, prompt=None), 400, "prompt"),
+        post(c, with_(good, prompt=5), 400, "prompt"),
+        post(c, with_(good, prompt=["a", "b"]), 400, "prompt"),
+        post(c, with_(good, prompt=[1, "x"]), 400, "prompt[1]"),
+        post(c, with_(good, prompt=[2 ** 40]), 400, "prompt[0]"),
+        post(c, with_(good, prompt=[10 ** 7]), 400, "prompt_token_ids[0]"),
+        post(c, with_(good, max_tokens=-1), 400, "max_tokens"),
+        post(c, with_(good, max_tokens=0), 400, "max_tokens"),
+        post(c, with_(good, max_tokens="10"), 400, "max_tokens"),
+        post(c, with_(good, max_tokens=1.5), 400, "max_tokens"),
+        post(c, with_(good, max_tokens=10 ** 9), 400, "max_tokens"),
+        post(c, with_(good, temperature="hot"), 400, "temperature"),
+        post(c, with_(good, temperature=-1), 400, "temperature"),
+        post(c, with_(good, top_p=2), 400, "top_p"),
+        post(c, with_(good, top_k=-5), 400, "top_k"),
+        post(c, with_(good, seed=-3), 400, "seed"),
+        post(c, with_(good, stop=7), 400, "stop"),
+        post(c, with_(good, stop=["a", 1]), 400, "stop[1]"),
+        post(c, with_(good, stream="yes"), 400, "stream"),
+        post(c, with_(good, stream_options={"include_usage": True}), 400, "stream_options"),
+        post(c, with_(good, n=0), 400, "n"),
+        post(c, with_(good, n=50), 400, "n"),
+        post(c, with_(good, logprobs=99), 400, "logprobs"),
+        post(c, with_(good, echo=True), 400, "echo"),
+        post(c, with_(good, logit_bias={"1": 5}), 400, "logit_bias"),
+        post(c, with_(good, user=5), 400, "user"),
+        post(c, with_(good, model="gpt-4"), 404, "model"),
+        post(c, good, 415, "Content-Type", headers={}),
+        post(c, good, 415, "Content-Type", headers={"Content-Type": "text/plain"}),
+        post(c, b"x" * (MAX_BODY + 1), 413, "body"),
+        post(c, b"[" * 100000 + b"]" * 100000, 400, "body"),
+        post(cc, with_(chat, messages=[]), 400, "messages"),
+        post(cc, with_(chat, messages="hi"), 400, "messages"),
+        post(cc, with_(chat, messages=[{"content": "hi"}]), 400, "messages[0].role"),
+        post(cc, with_(chat, messages=[{"role": "user", "content": 5}]), 400,
+             "messages[0].content"),
+        post(cc, with_(chat, messages=[{"role": "user", "content": [{"type": "image_url"}]}]),
+             400, "messages[0].content[0].type"),
+        post(cc, with_(chat, top_logprobs=2), 400, "top_logprobs"),
+        post(cc, with_(chat, tools=[{"type": "function"}]), 400, "tools"),
+        ("GET", c, b"", {}, 405, None),
+        ("DELETE", "/v1/models", b"", {}, 405, None),
+        ("GET", "/v2/nothing", b"", {}, 404, None),
+    ]
+
+
+def test_malformed_requests(server, model_name):
+    cases = _malformed(model_name)
+    assert len(cases) >= 30
+    for method, path, body, headers, status, param in cases:
+        got, raw = _call(server.http, method, path, body, headers)
+        what = f"{method} {path} {body[:80]!r} {headers}"
+        assert got == status, f"{what}: {got} {raw[:300]!r}"
+        error = json.loads(raw)["error"]
+        assert error["message"] and error["type"], what
+        if param is not None:
+            assert error["param"] == param, f"{what}: {error}"
+    # Still serving.
+    status, raw = _call(server.http, "POST", "/v1/completions",
+                        json.dumps({"prompt": "hi", "max_tokens": 2}).encode(),
+                        {"Content-Type": "application/json"})
+    assert status == 200 and json.loads(raw)["usage"]["completion_tokens"] >= 1
+
+
+def test_slow_loris_is_dropped_and_others_served(server, client, model_name):
+    host, port = server.http.split(":")
+    slow = socket.create_connection((host, int(port)), timeout=30)
+    try:
+        slow.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")  # never finished
+        got = client.completions.create(model=model_name, prompt="Hi", max_tokens=2)
+        assert got.usage.completion_tokens >= 1
+        start = time.time()
+        answer = b""
+        while chunk := slow.recv(4096):  # the server answers (an error) and closes
+            answer += chunk
+        assert time.time() - start < 20
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 4"), answer[:200]
+    finally:
+        slow.close()
+
+
+def test_requests_counted_by_api(server):
+    assert _metric(server, "tpserve_requests_total", 'api="http",status="ok"') >= 5
+    assert _metric(server, "tpserve_requests_total", 'api="http",status="invalid_argument"') >= 20
+
+
+def test_api_keys(request, tmp_path_factory, tpserve_bin, smollm_gguf):
+    keys = tmp_path_factory.mktemp("keys") / "keys.txt"
+    keys.write_text("sk-test-one\n")
+    srv = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "openai-keys",
+                 api_key_file=str(keys))
+    try:
+        status, raw = _call(srv.http, "GET", "/v1/models")
+        assert status == 401 and json.loads(raw)["error"]["type"] == "authentication_error"
+        assert _get(srv.http, "/health")[0] == 200  # probes need no key
+        bad = openai.OpenAI(base_url=f"http://{srv.http}/v1", api_key="sk-wrong", max_retries=0,
+                            timeout=CALL_S)
+        with pytest.raises(openai.AuthenticationError):
+            bad.completions.create(model="m", prompt="hi", max_tokens=1)
+        good = openai.OpenAI(base_url=f"http://{srv.http}/v1", api_key="sk-test-one",
+                             max_retries=0, timeout=CALL_S)
+        name = good.models.list().data[0].id
+        assert good.completions.create(model=name, prompt="hi", max_tokens=1).choices
+    finally:
+        assert serve_procs.stop(srv, timeout_s=60) == 0, srv.log_tail()
