@@ -78,7 +78,7 @@ ServingMetrics::ServingMetrics(prometheus::Registry& r, int world_size)
 void ServingMetrics::CountRequest(const absl::Status& status, absl::string_view api) {
   std::string name = absl::AsciiStrToLower(absl::StatusCodeToString(status.code()));
   if (status.code() == absl::StatusCode::kUnknown) name = "internal";
-  requests_.Add({{"api", std::string(api)}, {"status", name}}).Increment();
+  requests_.Add({{"api", static_cast<std::string>(api)}, {"status", name}}).Increment();
 }
 
 void ServingMetrics::SetWorldUp(bool up) {

@@ -122,8 +122,9 @@ absl::StatusOr<std::string> Content(const json& message, absl::string_view field
     const std::string name = absl::StrCat(field, "[", i, "]");
     if (!part.is_object()) return Wrong(name, "an object");
     const json* type = Field(part, "type");
-    if (type == nullptr || !type->is_string())
+    if (type == nullptr || !type->is_string()) {
       return Wrong(absl::StrCat(name, ".type"), "a string");
+    }
     if (type->get<std::string>() != "text") {
       return Unsupported(absl::StrCat(name, ".type"),
                          absl::StrCat("content of type '", type->get<std::string>(), "'"));
@@ -246,8 +247,9 @@ absl::Status Unimplemented(const json& body, const OpenAiRequest& request) {
   }
   if (const json* format = Field(body, "response_format"); format != nullptr) {
     const json* type = format->is_object() ? Field(*format, "type") : nullptr;
-    if (type == nullptr || *type != "text")
+    if (type == nullptr || *type != "text") {
       return Unsupported("response_format", "a non-text format");
+    }
   }
   return absl::OkStatus();
 }
@@ -262,7 +264,7 @@ absl::StatusOr<OpenAiRequest> DecodeOpenAiRequest(Endpoint endpoint, absl::strin
   OpenAiRequest request;
   request.endpoint = endpoint;
   ASSIGN_OR_RETURN(std::optional<std::string> model, String(body, "model"));
-  request.model = model.value_or(std::string(served_model));
+  request.model = model.value_or(static_cast<std::string>(served_model));
   if (request.model != served_model) {
     return absl::NotFoundError(absl::StrCat("model: '", request.model,
                                             "' is not served here; this server serves '",

@@ -99,7 +99,7 @@ json Param(absl::string_view message) {
   if (end == 0) return nullptr;
   const absl::string_view rest = message.substr(end);
   if (!absl::StartsWith(rest, ": ") && !absl::StartsWith(rest, " must ")) return nullptr;
-  return std::string(message.substr(0, end));
+  return static_cast<std::string>(message.substr(0, end));
 }
 
 }  // namespace
@@ -236,7 +236,7 @@ json ErrorBody(const absl::Status& status) {
       break;
   }
   return {{"error",
-           {{"message", std::string(status.message())},
+           {{"message", static_cast<std::string>(status.message())},
             {"type", type},
             {"param", param},
             {"code", std::move(code)}}}};
