@@ -64,7 +64,7 @@ LABEL org.opencontainers.image.title="tpserve (CPU)" \
       org.opencontainers.image.description="Tensor-parallel LLM inference server; mount the model at /models"
 WORKDIR /var/lib/tpserve
 USER 10001:10001
-EXPOSE 50051 9090 7001 9091
+EXPOSE 50051 8000 9090 7001 9091
 # The default command's public port; a worker's check is overridden with its own port
 # (tpserve-healthcheck 127.0.0.1:7001), see deploy/docker-compose.yml.
 ENV TPSERVE_HEALTH_ADDR=127.0.0.1:50051
@@ -117,7 +117,7 @@ LABEL org.opencontainers.image.title="tpserve (CUDA)" \
       org.opencontainers.image.description="Tensor-parallel LLM inference server; mount the model at /models"
 WORKDIR /var/lib/tpserve
 USER 10001:10001
-EXPOSE 50051 9090 7001 9091
+EXPOSE 50051 8000 9090 7001 9091
 ENV TPSERVE_HEALTH_ADDR=127.0.0.1:50051
 HEALTHCHECK --interval=10s --timeout=5s --start-period=300s --retries=3 \
   CMD ["/usr/local/bin/tpserve-healthcheck"]

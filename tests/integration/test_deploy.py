@@ -459,7 +459,7 @@ def test_dockerfile_passes_the_linter():
     assert stages[0][0].startswith("debian:") and stages[1][0].endswith("-slim")
     assert "devel" in stages[2][0] and "runtime" in stages[3][0]
     assert text.count("-DTPSERVE_CUDA=OFF") == 1 and text.count("-DTPSERVE_CUDA=ON") == 1
-    assert "EXPOSE 50051 9090 7001 9091" in text
+    assert "EXPOSE 50051 8000 9090 7001 9091" in text
     ignore = (REPO / ".dockerignore").read_text().split()
     for pattern in ("build*/", "models/", ".venv/", ".cache/"):
         assert pattern in ignore, pattern
