@@ -68,6 +68,9 @@ ABSL_FLAG(std::string, comm, "",
           "memory when every worker is on one host, Gloo over TCP otherwise; GPU workers take "
           "auto as nccl)");
 ABSL_FLAG(std::string, host, "127.0.0.1", "serve/coordinator: address to listen on");
+ABSL_FLAG(std::string, served_model_name, "",
+          "serve/coordinator: the model's name in GetModelInfo and the OpenAI API's `model` "
+          "(default: the file's general.name, else its file name)");
 ABSL_FLAG(int, http_port, 0,
           "serve/coordinator: port of the OpenAI-compatible HTTP API on --host (0: off)");
 ABSL_FLAG(int32_t, port, 50051, "serve/coordinator: port of the public API (0: any free one)");
@@ -137,7 +140,8 @@ constexpr char kUsage[] =
     "           [--model_root DIR | --model PATH] [cluster | --insecure_cluster]\n"
     "           (until SIGINT/SIGTERM)\n"
     "  serve    --model PATH [--tp N] [--devices 0,1,...] [--comm auto|shm|gloo|nccl]\n"
-    "           [--host H] [--port P] [--http_port P] [--threads N] [--dequantize] [limits]\n"
+    "           [--host H] [--port P] [--http_port P] [--served_model_name NAME]\n"
+    "           [--threads N] [--dequantize] [limits]\n"
     "           [security]\n"
     "           (N local workers and the public API; SIGTERM drains)\n"
     "  coordinator --model PATH --workers HOST:PORT,... [--host H] [--port P] [--http_port P]\n"
@@ -242,6 +246,7 @@ absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {
   tpserve::cli::ServeOptions o;
   tpserve::coordinator::CoordinatorOptions& c = o.coordinator;
   c.model_path = absl::GetFlag(FLAGS_model);
+  c.served_model_name = absl::GetFlag(FLAGS_served_model_name);
   c.listen = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
   c.reflection = absl::GetFlag(FLAGS_reflection);
   c.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);

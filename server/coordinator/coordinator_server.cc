@@ -53,9 +53,13 @@ tpserve::v1::ModelInfo DescribeModel(const CoordinatorOptions& options,
                                      const model::Tokenizer& tokenizer) {
   const ServingLimits& limits = options.limits;
   tpserve::v1::ModelInfo info;
-  info.set_model_name(config.name.empty()
-                          ? std::filesystem::path(options.model_path).filename().string()
-                          : config.name);
+  if (!options.served_model_name.empty()) {
+    info.set_model_name(options.served_model_name);
+  } else {
+    info.set_model_name(config.name.empty()
+                            ? std::filesystem::path(options.model_path).filename().string()
+                            : config.name);
+  }
   info.set_architecture(config.architecture);
   info.set_context_length(static_cast<uint32_t>(config.context_length));
   info.set_vocab_size(static_cast<uint32_t>(tokenizer.vocab_size()));

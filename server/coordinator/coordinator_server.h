@@ -35,6 +35,9 @@ namespace tpserve::coordinator {
 
 struct CoordinatorOptions {
   std::string model_path;
+  // The name GetModelInfo and the OpenAI API's `model` use; empty: the file's general.name,
+  // else its file name.
+  std::string served_model_name;
   std::string listen = "127.0.0.1:50051";  // HOST:PORT; port 0 picks a free one
   bool reflection = false;                 // grpc.reflection on the public port
   ServerTlsOptions tls;         // TLS (and mutual TLS) of the public port; default plaintext

@@ -317,7 +317,7 @@ def test_k8s_workers_and_coordinator_agree():
     assert headless["spec"]["selector"].items() <= sts["spec"]["template"]["metadata"]["labels"].items()
     assert service["spec"]["selector"].items() <= \
         deployment["spec"]["template"]["metadata"]["labels"].items()
-    assert {p["port"] for p in service["spec"]["ports"]} == {50051, 9090}
+    assert {p["port"] for p in service["spec"]["ports"]} == {50051, 8000, 9090}
 
     # The coordinator's flags come from the ConfigMap.
     coordinator = _container(deployment)

@@ -8,17 +8,18 @@ finalizers. Budget: about two minutes on two cores."""
 import asyncio
 import http.client
 import json
-import re
+import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 
 import grpc
 import openai
 import pytest
 
+import pki
 import serve_procs
 from serve_procs import collect
 from worker_procs import free_port
@@ -30,18 +31,19 @@ CALL_S = 120
 MAX_BODY = 4 << 20  # the default --max_request_bytes
 
 
-def _start(request, tmp_path_factory, tpserve_bin, model, name, **flags):
+def _start(request, tmp_path_factory, tpserve_bin, model, name, tls=None, credentials=None,
+           **flags):
     log = tmp_path_factory.mktemp(name) / "serve.log"
     http_port = free_port("127.0.0.1")
     metrics_port = free_port("127.0.0.1")
     server = serve_procs.start(tpserve_bin, model, log, tp=TP, threads=1, http_port=http_port,
                                metrics_port=metrics_port, **flags)
     request.addfinalizer(lambda: serve_procs.cleanup(server))
-    serve_procs.wait_serving(server, timeout_s=120)
+    serve_procs.wait_serving(server, timeout_s=120, credentials=credentials)
     server.http = f"127.0.0.1:{http_port}"
     server.metrics = f"127.0.0.1:{metrics_port}"
     deadline = time.time() + 30
-    while _get(server.http, "/health")[0] != 200:
+    while _get(server.http, "/health", tls=tls)[0] != 200:
         assert time.time() < deadline, f"/health never 200:\n{server.log_tail()}"
         time.sleep(0.2)
     return server
@@ -65,18 +67,18 @@ def client(server):
                          max_retries=0)
 
 
-def _get(address, path, headers=None):
-    conn = http.client.HTTPConnection(address, timeout=CALL_S)
-    try:
-        conn.request("GET", path, headers=headers or {})
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
+def _connect(address, tls=None):
+    if tls is None:
+        return http.client.HTTPConnection(address, timeout=CALL_S)
+    return http.client.HTTPSConnection(address, timeout=CALL_S, context=tls)
 
 
-def _call(address, method, path, body=b"", headers=None):
-    conn = http.client.HTTPConnection(address, timeout=CALL_S)
+def _get(address, path, tls=None):
+    return _call(address, "GET", path, tls=tls)
+
+
+def _call(address, method, path, body=b"", headers=None, tls=None):
+    conn = _connect(address, tls)
     try:
         conn.request(method, path, body=body, headers=headers or {})
         r = conn.getresponse()
@@ -170,6 +172,12 @@ def test_n_choices_and_stop(client, model_name):
     again = client.completions.create(model=model_name, prompt="Once upon a time", max_tokens=8,
                                       temperature=1.0, seed=11, n=3)
     assert [c.text for c in again.choices] == [c.text for c in got.choices]
+    streamed = ["", "", ""]
+    for chunk in client.completions.create(model=model_name, prompt="Once upon a time",
+                                           max_tokens=8, temperature=1.0, seed=11, n=3,
+                                           stream=True):
+        streamed[chunk.choices[0].index] += chunk.choices[0].text
+    assert streamed == [c.text for c in got.choices]
     stopped = client.completions.create(model=model_name, prompt="1, 2, 3, 4,", max_tokens=20,
                                         temperature=0, stop=[" 7"])
     assert stopped.choices[0].finish_reason == "stop" and " 7" not in stopped.choices[0].text
@@ -336,22 +344,40 @@ def test_requests_counted_by_api(server):
     assert _metric(server, "tpserve_requests_total", 'api="http",status="invalid_argument"') >= 20
 
 
-def test_api_keys(request, tmp_path_factory, tpserve_bin, smollm_gguf):
-    keys = tmp_path_factory.mktemp("keys") / "keys.txt"
+def test_tls_keys_name_and_drain(request, tmp_path_factory, tpserve_bin, smollm_gguf):
+    """The gRPC port's TLS files and API keys on the HTTP port, --served_model_name, and
+    SIGTERM: /health 503 at once, an open stream finishes, serve exits 0."""
+    d = tmp_path_factory.mktemp("openai-pki")
+    ca = pki.make_ca(d, "ca")
+    key, cert = pki.make_cert(d, "server", ca, pki.SERVER_EXT)
+    keys = d / "keys.txt"
     keys.write_text("sk-test-one\n")
-    srv = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "openai-keys",
-                 api_key_file=str(keys))
-    try:
-        status, raw = _call(srv.http, "GET", "/v1/models")
-        assert status == 401 and json.loads(raw)["error"]["type"] == "authentication_error"
-        assert _get(srv.http, "/health")[0] == 200  # probes need no key
-        bad = openai.OpenAI(base_url=f"http://{srv.http}/v1", api_key="sk-wrong", max_retries=0,
-                            timeout=CALL_S)
-        with pytest.raises(openai.AuthenticationError):
-            bad.completions.create(model="m", prompt="hi", max_tokens=1)
-        good = openai.OpenAI(base_url=f"http://{srv.http}/v1", api_key="sk-test-one",
-                             max_retries=0, timeout=CALL_S)
-        name = good.models.list().data[0].id
-        assert good.completions.create(model=name, prompt="hi", max_tokens=1).choices
-    finally:
-        assert serve_procs.stop(srv, timeout_s=60) == 0, srv.log_tail()
+    tls = ssl.create_default_context(cafile=str(ca[1]))
+    srv = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "openai-tls",
+                 tls=tls, credentials=grpc.ssl_channel_credentials(ca[1].read_bytes()),
+                 api_key_file=str(keys), tls_cert_file=str(cert), tls_key_file=str(key),
+                 served_model_name="smol-test")
+    base = f"https://{srv.http}/v1"
+    status, raw = _call(srv.http, "GET", "/v1/models", tls=tls)
+    assert status == 401 and json.loads(raw)["error"]["type"] == "authentication_error"
+    assert _get(srv.http, "/health", tls=tls)[0] == 200  # probes need no key
+    with pytest.raises((http.client.HTTPException, OSError)):
+        _get(srv.http, "/health")  # plaintext to a TLS port
+    http_client = openai.DefaultHttpxClient(verify=tls, timeout=CALL_S)
+    bad = openai.OpenAI(base_url=base, api_key="sk-wrong", max_retries=0, http_client=http_client)
+    with pytest.raises(openai.AuthenticationError):
+        bad.completions.create(model="smol-test", prompt="hi", max_tokens=1)
+    good = openai.OpenAI(base_url=base, api_key="sk-test-one", max_retries=0,
+                         http_client=http_client)
+    assert good.models.list().data[0].id == "smol-test"
+    stream = good.completions.create(model="smol-test", prompt="Count:", max_tokens=40,
+                                     temperature=0, stream=True, extra_body={"ignore_eos": True})
+    chunks = [next(iter(stream))]
+    srv.proc.send_signal(signal.SIGTERM)
+    deadline = time.time() + 10
+    while _get(srv.http, "/health", tls=tls)[0] != 503:
+        assert time.time() < deadline, "/health still 200 while draining"
+        time.sleep(0.05)
+    chunks += list(stream)
+    assert len(chunks) == 40 and chunks[-1].choices[0].finish_reason == "length"
+    assert serve_procs.wait_exit(srv, 60) == 0, srv.log_tail()
