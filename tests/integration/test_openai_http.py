@@ -345,8 +345,9 @@ def test_requests_counted_by_api(server):
 
 
 def test_tls_keys_name_and_drain(request, tmp_path_factory, tpserve_bin, smollm_gguf):
-    """The gRPC port's TLS files and API keys on the HTTP port, --served_model_name, and
-    SIGTERM: /health 503 at once, an open stream finishes, serve exits 0."""
+    """The gRPC port's TLS files and API keys on the HTTP port, --served_model_name, a full
+    queue (429), and SIGTERM: /health and new requests 503 at once, the open streams finish,
+    serve exits 0."""
     d = tmp_path_factory.mktemp("openai-pki")
     ca = pki.make_ca(d, "ca")
     key, cert = pki.make_cert(d, "server", ca, pki.SERVER_EXT)
@@ -356,7 +357,7 @@ def test_tls_keys_name_and_drain(request, tmp_path_factory, tpserve_bin, smollm_
     srv = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "openai-tls",
                  tls=tls, credentials=grpc.ssl_channel_credentials(ca[1].read_bytes()),
                  api_key_file=str(keys), tls_cert_file=str(cert), tls_key_file=str(key),
-                 served_model_name="smol-test")
+                 served_model_name="smol-test", max_running=1, max_queue=1)
     base = f"https://{srv.http}/v1"
     status, raw = _call(srv.http, "GET", "/v1/models", tls=tls)
     assert status == 401 and json.loads(raw)["error"]["type"] == "authentication_error"
@@ -370,14 +371,26 @@ def test_tls_keys_name_and_drain(request, tmp_path_factory, tpserve_bin, smollm_
     good = openai.OpenAI(base_url=base, api_key="sk-test-one", max_retries=0,
                          http_client=http_client)
     assert good.models.list().data[0].id == "smol-test"
-    stream = good.completions.create(model="smol-test", prompt="Count:", max_tokens=40,
-                                     temperature=0, stream=True, extra_body={"ignore_eos": True})
-    chunks = [next(iter(stream))]
+    def open_stream(tokens):
+        return good.completions.create(model="smol-test", prompt="Count:", max_tokens=tokens,
+                                       temperature=0, stream=True,
+                                       extra_body={"ignore_eos": True})
+
+    running = open_stream(40)
+    chunks = [next(iter(running))]  # running: the one batch slot taken
+    waiting = open_stream(4)  # the one queue place taken
+    with pytest.raises(openai.RateLimitError) as full:
+        open_stream(4)
+    assert full.value.status_code == 429 and full.value.code == "queue_full"
     srv.proc.send_signal(signal.SIGTERM)
     deadline = time.time() + 10
     while _get(srv.http, "/health", tls=tls)[0] != 503:
         assert time.time() < deadline, "/health still 200 while draining"
         time.sleep(0.05)
-    chunks += list(stream)
+    with pytest.raises(openai.APIStatusError) as draining:
+        good.completions.create(model="smol-test", prompt="hi", max_tokens=1)
+    assert draining.value.status_code == 503
+    chunks += list(running)
     assert len(chunks) == 40 and chunks[-1].choices[0].finish_reason == "length"
+    assert len(list(waiting)) == 4
     assert serve_procs.wait_exit(srv, 60) == 0, srv.log_tail()
