@@ -71,6 +71,8 @@ ABSL_FLAG(std::string, host, "127.0.0.1", "serve/coordinator: address to listen 
 ABSL_FLAG(std::string, served_model_name, "",
           "serve/coordinator: the model's name in GetModelInfo and the OpenAI API's `model` "
           "(default: the file's general.name, else its file name)");
+ABSL_FLAG(bool, prefix_caching, true,
+          "serve/coordinator: reuse the KV blocks of shared prompt prefixes (false: off)");
 ABSL_FLAG(int, http_port, 0,
           "serve/coordinator: port of the OpenAI-compatible HTTP API on --host (0: off)");
 ABSL_FLAG(int32_t, port, 50051, "serve/coordinator: port of the public API (0: any free one)");
@@ -262,6 +264,7 @@ absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {
   c.limits.max_stop_sequences = absl::GetFlag(FLAGS_max_stop_sequences);
   c.engine.scheduler.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   c.engine.scheduler.max_running = absl::GetFlag(FLAGS_max_running);
+  c.engine.prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
   c.pool.kv_budget_bytes = absl::GetFlag(FLAGS_kv_budget_mb) << 20;
   c.pool.threads = static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_threads)));
   c.pool.dequantize = absl::GetFlag(FLAGS_dequantize);

@@ -226,12 +226,15 @@ bool BatchEngine::RecoverWorld() {
   }
   // The workers' caches are new: rebuild the block map and requeue every request (none holds
   // blocks any more) in arrival order, to be recomputed from its token history.
-  blocks_ = std::make_unique<BlockManager>(executor_->kv_blocks(), executor_->kv_block_size());
+  blocks_ = std::make_unique<BlockManager>(executor_->kv_blocks(), executor_->kv_block_size(),
+                                           options_.prefix_caching);
+  published_evictions_ = 0;
   scheduler_ = std::make_unique<Scheduler>(options_.scheduler, blocks_.get());
   std::vector<Sequence*> requeue;
   for (auto& [id, request] : requests_) {
     request->seq.computed = 0;
     request->seq.block_table.clear();
+    request->seq.block_keys.clear();
     requeue.push_back(&request->seq);
   }
   std::sort(requeue.begin(), requeue.end(),
@@ -331,6 +334,8 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
                                 plan.tokens, *outcome);
   }
   metrics_->preemptions.Increment(static_cast<double>(plan.preempted.size()));
+  metrics_->prefix_cache_queries.Increment(static_cast<double>(plan.prefix_queried));
+  metrics_->prefix_cache_hits.Increment(static_cast<double>(plan.prefix_hits));
   for (const PlannedSequence& e : plan.entries) {
     Request& request = *requests_.at(e.seq->id);
     if (request.admitted) continue;
@@ -477,6 +482,10 @@ void BatchEngine::Publish() {
   if (blocks_ != nullptr && blocks_->total_blocks() > 0) {
     metrics_->kv_cache_usage.Set(1.0 - static_cast<double>(blocks_->free_blocks()) /
                                            static_cast<double>(blocks_->total_blocks()));
+    metrics_->prefix_cache_blocks.Set(static_cast<double>(blocks_->cached_blocks()));
+    metrics_->prefix_cache_evictions.Increment(
+        static_cast<double>(blocks_->evictions() - published_evictions_));
+    published_evictions_ = blocks_->evictions();
   }
   absl::MutexLock lock(&mu_);
   stats_.running = scheduler_ != nullptr ? scheduler_->running() : 0;
@@ -484,6 +493,7 @@ void BatchEngine::Publish() {
   stats_.kv_blocks_total = blocks_ != nullptr ? blocks_->total_blocks() : 0;
   stats_.kv_blocks_free = blocks_ != nullptr ? blocks_->free_blocks() : 0;
   stats_.kv_block_size = blocks_ != nullptr ? blocks_->block_size() : 0;
+  stats_.kv_blocks_cached = blocks_ != nullptr ? blocks_->cached_blocks() : 0;
 }
 
 }  // namespace tpserve::coordinator

@@ -53,6 +53,8 @@ struct BatchEngineOptions {
   // goes down, stops the engine with that error (fatal()) and fails every request with it,
   // instead of being restarted.
   bool restart_world = true;
+  // Reuse the KV blocks of cached prompt prefixes (BlockManager); `serve` turns it on.
+  bool prefix_caching = false;
 };
 
 // A snapshot for GetModelInfo (and, later, metrics).
@@ -63,6 +65,7 @@ struct EngineStats {
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_free = 0;
   int64_t kv_block_size = 0;
+  int64_t kv_blocks_cached = 0;
   int64_t steps = 0;
   int64_t preemptions = 0;
   int64_t generated_tokens = 0;
@@ -127,6 +130,7 @@ class BatchEngine {
 
   // Loop thread only.
   std::unique_ptr<BlockManager> blocks_;
+  int64_t published_evictions_ = 0;  // blocks_->evictions() when last published
   std::unique_ptr<Scheduler> scheduler_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Request>> requests_;
   uint64_t next_seq_id_ = 1;

@@ -75,6 +75,7 @@ tpserve::v1::ModelInfo DescribeModel(const CoordinatorOptions& options,
   info.set_kv_block_size(options.pool.kv_block_size);
   info.set_eos_token_id(tokenizer.eos_id());
   info.set_bos_token_id(tokenizer.bos_id());
+  info.set_prefix_caching(options.engine.prefix_caching);
   return info;
 }
 

@@ -156,6 +156,7 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(
   if (!stats.comm_backend.empty()) response->set_backend(stats.comm_backend);
   response->set_kv_blocks_total(static_cast<uint32_t>(stats.kv_blocks_total));
   response->set_kv_blocks_free(static_cast<uint32_t>(stats.kv_blocks_free));
+  response->set_kv_blocks_cached(static_cast<uint32_t>(stats.kv_blocks_cached));
   response->set_requests_running(static_cast<uint32_t>(stats.running));
   response->set_requests_waiting(static_cast<uint32_t>(stats.waiting));
   reactor->Finish(grpc::Status::OK);

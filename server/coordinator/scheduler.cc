@@ -24,11 +24,13 @@ void Scheduler::Remove(Sequence* seq) {
     if (it != q->end()) q->erase(it);
   }
   blocks_->Release(&seq->block_table);
+  seq->block_keys.clear();
   seq->computed = 0;
 }
 
 void Scheduler::Preempt(Sequence* seq) {
   blocks_->Release(&seq->block_table);
+  seq->block_keys.clear();
   seq->computed = 0;
   ++seq->preemptions;
   waiting_.push_front(seq);
@@ -66,11 +68,20 @@ StepPlan Scheduler::Schedule() {
   while (plan.preempted.empty() && budget > 0 && !waiting_.empty() &&
          static_cast<int64_t>(running_.size()) < options_.max_running) {
     Sequence* seq = waiting_.front();
-    const int64_t count = std::min(seq->length(), budget);
-    if (!blocks_->GrowTo(count, &seq->block_table)) break;  // FCFS: the head waits, so all do
+    // The last position is always computed: its logits give the next token.
+    const int64_t cached = blocks_->MatchPrefix(seq, seq->length() - 1);
+    const int64_t count = std::min(seq->length() - cached, budget);
+    if (!blocks_->GrowTo(cached + count, &seq->block_table)) {
+      blocks_->Release(&seq->block_table);  // FCFS: the head waits, so all do
+      seq->block_keys.clear();
+      break;
+    }
     waiting_.pop_front();
     running_.push_back(seq);
-    plan.entries.push_back({seq, 0, count, count == seq->length()});
+    seq->computed = cached;
+    plan.entries.push_back({seq, cached, count, cached + count == seq->length()});
+    plan.prefix_queried += seq->length() - 1;
+    plan.prefix_hits += cached;
     budget -= count;
   }
   plan.tokens = options_.max_batch_tokens - budget;
@@ -81,6 +92,7 @@ void Scheduler::Commit(const StepPlan& plan) {
   for (const PlannedSequence& e : plan.entries) {
     CHECK_EQ(e.seq->computed, e.start) << "sequence " << e.seq->id << " changed under its step";
     e.seq->computed += e.count;
+    blocks_->Register(e.seq);
   }
 }
 

@@ -4,7 +4,9 @@
 // waiting sequences admitted first-come first-served while the budget, the running limit and
 // the free KV blocks allow. When a running sequence cannot grow, the most recently admitted
 // running sequence is preempted (its blocks freed, to be recomputed from its token history)
-// and goes back to the head of the queue. As long as every sequence fits the cache alone
+// and goes back to the head of the queue. With prefix caching, an admitted sequence first
+// shares the cached blocks of its longest cached prefix and is computed from there; the
+// blocks each step fills are cached at Commit. As long as every sequence fits the cache alone
 // (the coordinator caps prompt + max_tokens at the capacity), the oldest running sequence
 // always progresses: no deadlock.
 //
@@ -39,6 +41,10 @@ struct StepPlan {
   std::vector<PlannedSequence> entries;  // running ones first, then newly admitted
   std::vector<Sequence*> preempted;      // sent back to the queue by this plan
   int64_t tokens = 0;                    // sum of the counts
+  // Prefix caching, over the sequences admitted by this plan: the positions looked up in the
+  // cache (each one's length less one: the last is always computed) and those found there.
+  int64_t prefix_queried = 0;
+  int64_t prefix_hits = 0;
   bool empty() const { return entries.empty(); }
 };
 

@@ -16,7 +16,9 @@ struct Sequence {
   std::vector<int32_t> generated;    // [generated_len] tokens streamed so far
   int64_t computed = 0;              // positions [0, computed) are in the KV cache
   std::vector<int32_t> block_table;  // physical KV blocks covering [0, computed + scheduled)
-  int preemptions = 0;               // times its KV was dropped and recomputed
+  // Prefix caching: the content keys of its leading full blocks known so far (BlockManager).
+  std::vector<uint64_t> block_keys;
+  int preemptions = 0;  // times its KV was dropped and recomputed
 
   int64_t length() const { return static_cast<int64_t>(prompt.size() + generated.size()); }
   // Token at position `pos` of prompt + generated.

@@ -57,6 +57,14 @@ ServingMetrics::ServingMetrics(prometheus::Registry& r, int world_size)
                         .Add({}, FineLatencyBuckets(1e-5))),
       preemptions(Counter(r, "tpserve_preemptions_total",
                           "Sequences preempted (KV blocks freed, recomputed later)")),
+      prefix_cache_queries(Counter(r, "tpserve_prefix_cache_queries_total",
+                                   "Prompt positions looked up in the prefix cache")),
+      prefix_cache_hits(Counter(r, "tpserve_prefix_cache_hits_total",
+                                "Prompt positions found in the prefix cache (not computed)")),
+      prefix_cache_blocks(Gauge(r, "tpserve_prefix_cache_blocks",
+                                "KV blocks cached under their content (held or evictable)")),
+      prefix_cache_evictions(Counter(r, "tpserve_prefix_cache_evictions_total",
+                                     "Cached KV blocks evicted to make room")),
       requests_(BuildCounter()
                     .Name("tpserve_requests_total")
                     .Help("Generation requests by front end (api: grpc, http) and final status "

@@ -39,6 +39,12 @@ class ServingMetrics {
   prometheus::Histogram& step_duration;
   prometheus::Histogram& step_overhead;
   prometheus::Counter& preemptions;
+  // Prefix caching, in tokens as vLLM counts them: positions looked up at admission, and
+  // those found cached; cached blocks now, and cached blocks evicted.
+  prometheus::Counter& prefix_cache_queries;
+  prometheus::Counter& prefix_cache_hits;
+  prometheus::Gauge& prefix_cache_blocks;
+  prometheus::Counter& prefix_cache_evictions;
 
  private:
   prometheus::Family<prometheus::Counter>& requests_;
