@@ -1,0 +1,144 @@
+"""Prefix caching (`serve --prefix_caching`, on by default) end to end on SmolLM2: requests
+that share a long system prompt get exactly the tokens they get with caching off, greedy and
+seeded, one after the other and in a concurrent batch, at TP=1 and TP=2; the hit metric shows
+the reuse, a second chat turn reuses the first turn's blocks, an idle server's KV is cached
+but evictable, and under memory pressure cached blocks are evicted while no request is
+preempted or refused. Every RPC has a deadline; the servers are stopped in finalizers."""
+import concurrent.futures
+import time
+import urllib.request
+
+import grpc
+import pytest
+
+import serve_procs
+from serve_procs import collect
+from worker_procs import free_port
+from tpserve.v1 import generate_pb2 as pb
+from tpserve.v1 import generate_pb2_grpc as pb_grpc
+
+CALL_S = 180
+SYSTEM = ("You are a meticulous assistant for a lighthouse museum. Answer every question "
+          "about lighthouses, their keepers, their lamps and lenses, and the ships they "
+          "guided, in plain words and in no more than two sentences. ") * 3
+QUESTIONS = ["Who kept the lamp lit?", "What is a Fresnel lens?", "Why are towers striped?",
+             "How far can the light be seen?"]
+
+
+def _start(request, tmp_path_factory, tpserve_bin, model, name, tp, **flags):
+    log = tmp_path_factory.mktemp(name) / "serve.log"
+    metrics_port = free_port("127.0.0.1")
+    server = serve_procs.start(tpserve_bin, model, log, tp=tp, threads=max(1, 2 // tp),
+                               metrics_port=metrics_port, **flags)
+    request.addfinalizer(lambda: serve_procs.cleanup(server))
+    serve_procs.wait_serving(server, timeout_s=120)
+    server.metrics = f"127.0.0.1:{metrics_port}"
+    return server
+
+
+def _metric(server, name):
+    with urllib.request.urlopen(f"http://{server.metrics}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + " ") or line.startswith(name + "{"))
+
+
+def _generate(server, **fields):
+    with grpc.insecure_channel(server.address) as ch:
+        return collect(pb_grpc.GenerationStub(ch).Generate(pb.GenerateRequest(**fields),
+                                                           timeout=CALL_S))
+
+
+def _info(server):
+    with grpc.insecure_channel(server.address) as ch:
+        return pb_grpc.GenerationStub(ch).GetModelInfo(pb.GetModelInfoRequest(), timeout=60)
+
+
+def _chat(question, seeded):
+    fields = dict(messages=[pb.ChatMessage(role="system", content=SYSTEM),
+                            pb.ChatMessage(role="user", content=question)],
+                  max_tokens=12, ignore_eos=True)
+    if seeded:
+        fields.update(temperature=0.9, seed=17)
+    else:
+        fields.update(temperature=0.0)
+    return fields
+
+
+def _workload(server):
+    """Each question greedy and seeded, one after the other, then all at once."""
+    alone = [_generate(server, **_chat(q, s)).ids for s in (False, True) for q in QUESTIONS]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        batch = list(pool.map(lambda a: _generate(server, **_chat(*a)).ids,
+                              [(q, s) for s in (False, True) for q in QUESTIONS]))
+    return alone, batch
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_tokens_identical_with_and_without_caching(request, tmp_path_factory, tpserve_bin,
+                                                   smollm_gguf, tp):
+    cold = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, f"off{tp}", tp,
+                  prefix_caching=False)
+    want_alone, want_batch = _workload(cold)
+    assert _metric(cold, "tpserve_prefix_cache_hits_total") == 0
+    assert not _info(cold).prefix_caching
+    serve_procs.stop(cold, timeout_s=60)
+
+    warm = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, f"on{tp}", tp)
+    assert _info(warm).prefix_caching
+    got_alone, got_batch = _workload(warm)
+    assert got_alone == want_alone
+    assert got_batch == want_batch
+    queries = _metric(warm, "tpserve_prefix_cache_queries_total")
+    hits = _metric(warm, "tpserve_prefix_cache_hits_total")
+    assert queries > 0 and hits / queries > 0.5, (hits, queries)
+    # Idle: nothing held, the prefix still cached.
+    deadline = time.time() + 10
+    while _metric(warm, "tpserve_kv_cache_usage_ratio") != 0:
+        assert time.time() < deadline, "KV still held with no request running"
+        time.sleep(0.1)
+    info = _info(warm)
+    assert info.kv_blocks_free == info.kv_blocks_total and info.kv_blocks_cached > 0
+    assert _metric(warm, "tpserve_prefix_cache_blocks") == info.kv_blocks_cached
+    serve_procs.stop(warm, timeout_s=60)
+
+
+@pytest.fixture(scope="module")
+def server(request, tmp_path_factory, tpserve_bin, smollm_gguf):
+    srv = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "turns", 2)
+    yield srv
+    assert serve_procs.stop(srv, timeout_s=60) == 0, srv.log_tail()
+
+
+def test_second_turn_reuses_the_first(server):
+    turn1 = [pb.ChatMessage(role="system", content=SYSTEM),
+             pb.ChatMessage(role="user", content="What is a lighthouse?")]
+    first = _generate(server, messages=turn1, max_tokens=24, temperature=0)
+    hits_before = _metric(server, "tpserve_prefix_cache_hits_total")
+    turn2 = turn1 + [pb.ChatMessage(role="assistant", content=first.text),
+                     pb.ChatMessage(role="user", content="And who keeps it?")]
+    _generate(server, messages=turn2, max_tokens=8, temperature=0)
+    reused = _metric(server, "tpserve_prefix_cache_hits_total") - hits_before
+    block = _info(server).kv_block_size
+    # At least every full block of the first turn's prompt.
+    assert reused >= (first.usage.prompt_tokens // block) * block > 0, reused
+
+
+def test_pressure_evicts_cached_blocks_before_preempting(request, tmp_path_factory, tpserve_bin,
+                                                         smollm_gguf):
+    srv = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "pressure", 1,
+                 kv_budget_mb=6)
+    info = _info(srv)
+    assert info.kv_blocks_total < 16, "the budget should leave room for few prompts"
+    block = info.kv_block_size
+    cached_tokens = 0
+    for i in range(8):  # distinct prompts, each fitting alone: the cache must give way
+        q = QUESTIONS[i % len(QUESTIONS)]
+        got = _generate(srv, prompt=f"{i}. " + " ".join([q] * 6), max_tokens=8,
+                        temperature=0, ignore_eos=True)
+        assert len(got.ids) == 8
+        cached_tokens += got.usage.prompt_tokens
+    assert cached_tokens > info.kv_blocks_total * block, (cached_tokens, info.kv_blocks_total)
+    assert _metric(srv, "tpserve_prefix_cache_evictions_total") > 0
+    assert _metric(srv, "tpserve_preemptions_total") == 0
+    assert serve_procs.stop(srv, timeout_s=60) == 0, srv.log_tail()
