@@ -32,6 +32,9 @@ ABSL_FLAG(double, rate, 0, "Poisson arrival rate in requests/s (0: fixed concurr
 ABSL_FLAG(std::string, prompt_len, "uniform:16:64", "prompt tokens: fixed:N or uniform:A:B");
 ABSL_FLAG(std::string, output_len, "fixed:32", "output tokens: fixed:N or uniform:A:B");
 ABSL_FLAG(std::string, prompts_file, "", "prompts, one per line, instead of synthetic ids");
+ABSL_FLAG(int64_t, shared_prefix_len, 0,
+          "synthetic ids every prompt starts with (a shared system prompt), before its own "
+          "--prompt_len");
 ABSL_FLAG(int64_t, warmup, 2, "unmeasured requests first");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the lengths and synthetic prompts");
 ABSL_FLAG(float, temperature, 0.0f, "sampling temperature of every request");
@@ -119,7 +122,8 @@ int Main(int argc, char** argv) {
   const auto last_id = static_cast<int32_t>(info.vocab_size()) - 1;
   const tpserve::client::RequestFactory factory(
       *prompt_len, *output_len, prompts, absl::GetFlag(FLAGS_seed),
-      std::min<int32_t>(1000, last_id / 2), last_id, sampling);
+      std::min<int32_t>(1000, last_id / 2), last_id, sampling,
+      std::max<int64_t>(0, absl::GetFlag(FLAGS_shared_prefix_len)));
   const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
 
   int64_t warmup_tokens = 0;

@@ -34,14 +34,19 @@ int64_t LengthDistribution::Draw(std::mt19937_64& rng) const {
 
 RequestFactory::RequestFactory(LengthDistribution prompt_len, LengthDistribution output_len,
                                std::vector<std::string> prompts, uint64_t seed, int32_t first_id,
-                               int32_t last_id, tpserve::v1::GenerateRequest sampling)
+                               int32_t last_id, tpserve::v1::GenerateRequest sampling,
+                               int64_t shared_prefix_len)
     : prompt_len_(prompt_len),
       output_len_(output_len),
       prompts_(std::move(prompts)),
       seed_(seed),
       first_id_(first_id),
       last_id_(last_id),
-      sampling_(std::move(sampling)) {}
+      sampling_(std::move(sampling)) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> id(first_id_, last_id_);
+  for (int64_t i = 0; i < shared_prefix_len; ++i) shared_prefix_.push_back(id(rng));
+}
 
 tpserve::v1::GenerateRequest RequestFactory::Make(int64_t index) const {
   std::seed_seq seq{seed_, static_cast<uint64_t>(index)};
@@ -53,6 +58,7 @@ tpserve::v1::GenerateRequest RequestFactory::Make(int64_t index) const {
     r.set_prompt(prompts_[static_cast<size_t>(index) % prompts_.size()]);
   } else {
     std::uniform_int_distribution<int32_t> id(first_id_, last_id_);
+    r.mutable_prompt_token_ids()->Add(shared_prefix_.begin(), shared_prefix_.end());
     const int64_t n = prompt_len_.Draw(rng);
     for (int64_t i = 0; i < n; ++i) r.add_prompt_token_ids(id(rng));
   }

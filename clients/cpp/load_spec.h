@@ -25,10 +25,12 @@ struct LengthDistribution {
 // Builds request `index` of the run: the same (seed, index) always gives the same request.
 class RequestFactory {
  public:
-  // `prompts` empty: synthetic prompt_token_ids of prompt_len tokens from [first_id, last_id].
+  // `prompts` empty: synthetic prompt_token_ids of prompt_len tokens from [first_id, last_id],
+  // after `shared_prefix_len` ids that every request shares (a system prompt, for prefix
+  // caching).
   RequestFactory(LengthDistribution prompt_len, LengthDistribution output_len,
                  std::vector<std::string> prompts, uint64_t seed, int32_t first_id, int32_t last_id,
-                 tpserve::v1::GenerateRequest sampling);
+                 tpserve::v1::GenerateRequest sampling, int64_t shared_prefix_len = 0);
   tpserve::v1::GenerateRequest Make(int64_t index) const;
 
  private:
@@ -39,6 +41,7 @@ class RequestFactory {
   const int32_t first_id_;
   const int32_t last_id_;
   const tpserve::v1::GenerateRequest sampling_;  // sampling fields copied into every request
+  std::vector<int32_t> shared_prefix_;           // [shared_prefix_len], drawn from the seed
 };
 
 // Reads non-empty lines of `path` (\n-separated; "\\n" inside a line stands for a newline).

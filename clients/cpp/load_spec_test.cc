@@ -54,6 +54,19 @@ TEST(LoadSpecTest, RequestsAreReproducibleAndInRange) {
   EXPECT_EQ(text.Make(3).prompt(), "b");
 }
 
+TEST(LoadSpecTest, SharedPrefixStartsEveryPrompt) {
+  tpserve::v1::GenerateRequest sampling;
+  RequestFactory f(*LengthDistribution::Parse("fixed:4"), *LengthDistribution::Parse("fixed:1"), {},
+                   9, 1000, 50000, sampling, /*shared_prefix_len=*/6);
+  const tpserve::v1::GenerateRequest a = f.Make(0), b = f.Make(1);
+  ASSERT_EQ(a.prompt_token_ids_size(), 10);
+  ASSERT_EQ(b.prompt_token_ids_size(), 10);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(a.prompt_token_ids(i), b.prompt_token_ids(i));
+  bool own_differs = false;
+  for (int i = 6; i < 10; ++i) own_differs |= a.prompt_token_ids(i) != b.prompt_token_ids(i);
+  EXPECT_TRUE(own_differs);
+}
+
 TEST(BenchReportTest, PercentilesInterpolate) {
   std::vector<double> v = {5, 1, 4, 2, 3};
   EXPECT_DOUBLE_EQ(Percentile(&v, 0), 1);
