@@ -164,13 +164,17 @@ TEST(SchedulerTest, OutOfBlocksPreemptsTheNewestAndRecomputes) {
   EXPECT_EQ(p.entries[1].seq, b);
 }
 
-TEST(SchedulerTest, RandomWorkloadsAlwaysFinishUnderPressure) {
+// With prefix caching too: the sequences' prompts share their leading tokens (Add), so
+// admissions hit the cache, and preempted sequences find their own blocks again.
+class SchedulerPressureTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SchedulerPressureTest, RandomWorkloadsAlwaysFinishUnderPressure) {
   std::mt19937 rng(1234);
   int preemptions = 0;
   for (int trial = 0; trial < 40; ++trial) {
     const int64_t block_size = 1 + static_cast<int64_t>(rng() % 16);
     const int64_t capacity_tokens = 64 + static_cast<int64_t>(rng() % 256);
-    BlockManager blocks(capacity_tokens / block_size, block_size);
+    BlockManager blocks(capacity_tokens / block_size, block_size, /*prefix_caching=*/GetParam());
     const int64_t usable = blocks.total_blocks() * block_size;
     SchedulerOptions options{.max_batch_tokens = 1 + static_cast<int64_t>(rng() % 96),
                              .max_running = 1 + static_cast<int64_t>(rng() % 12)};
@@ -184,12 +188,36 @@ TEST(SchedulerTest, RandomWorkloadsAlwaysFinishUnderPressure) {
       Add(&w, &s, prompt, gen);
     }
     preemptions += RunToCompletion(&w, &s, &blocks, options, 100000).preemptions;
+    EXPECT_TRUE(blocks.CheckInvariants().ok()) << blocks.CheckInvariants();
     if (HasFailure()) {
       ADD_FAILURE() << "trial " << trial;
       break;
     }
   }
   EXPECT_GT(preemptions, 0) << "the workloads never ran out of blocks: the test lost its point";
+}
+
+INSTANTIATE_TEST_SUITE_P(Caching, SchedulerPressureTest, ::testing::Bool());
+
+TEST(SchedulerTest, AdmissionSharesTheCachedPrefixAndComputesTheRest) {
+  BlockManager blocks(20, 4, /*prefix_caching=*/true);
+  SchedulerOptions options{.max_batch_tokens = 64, .max_running = 8};
+  Scheduler s(options, &blocks);
+  Workload w;
+  Sequence* a = Add(&w, &s, 10, 2);  // tokens 0..9: two full blocks
+  s.Commit(s.Schedule());
+  a->generated.push_back(NextToken(*a));
+  Sequence* b = Add(&w, &s, 13, 1);  // tokens 0..12: shares a's two full blocks
+  const StepPlan p = s.Schedule();
+  ASSERT_EQ(p.entries.size(), 2u);  // a's decode token and b
+  EXPECT_EQ(p.entries[1].seq, b);
+  EXPECT_EQ(p.entries[1].start, 8);
+  EXPECT_EQ(p.entries[1].count, 5);
+  EXPECT_EQ(p.prefix_queried, 12);
+  EXPECT_EQ(p.prefix_hits, 8);
+  EXPECT_EQ(b->block_table[0], a->block_table[0]);
+  EXPECT_EQ(b->block_table[1], a->block_table[1]);
+  EXPECT_EQ(blocks.refs(a->block_table[0]), 2);
 }
 
 TEST(SchedulerTest, PreemptAllRequeuesInAdmissionOrder) {

@@ -147,6 +147,8 @@ class ModelInfo:
     requests_waiting: int
     eos_token_id: int
     bos_token_id: int
+    prefix_caching: bool
+    kv_blocks_cached: int
 
     @classmethod
     def from_proto(cls, m) -> "ModelInfo":
