@@ -29,7 +29,9 @@ CHECK_DOCKERFILE = DEPLOY / "check_dockerfile.py"
 COORDINATOR_METRICS = {
     "tpserve_requests_total", "tpserve_prompt_tokens_total", "tpserve_generated_tokens_total",
     "tpserve_requests_running", "tpserve_requests_waiting", "tpserve_kv_cache_usage_ratio",
-    "tpserve_preemptions_total", "tpserve_worker_up",
+    "tpserve_preemptions_total", "tpserve_worker_up", "tpserve_prefix_cache_queries_total",
+    "tpserve_prefix_cache_hits_total", "tpserve_prefix_cache_blocks",
+    "tpserve_prefix_cache_evictions_total",
 }
 COORDINATOR_HISTOGRAMS = {
     "tpserve_time_to_first_token_seconds", "tpserve_inter_token_latency_seconds",

@@ -61,6 +61,10 @@ COORDINATOR_METRICS = {
     "tpserve_step_duration_seconds": "histogram",
     "tpserve_step_overhead_seconds": "histogram",
     "tpserve_preemptions_total": "counter",
+    "tpserve_prefix_cache_queries_total": "counter",
+    "tpserve_prefix_cache_hits_total": "counter",
+    "tpserve_prefix_cache_blocks": "gauge",
+    "tpserve_prefix_cache_evictions_total": "counter",
     "tpserve_worker_up": "gauge",
 }
 WORKER_METRICS = {
