@@ -5,6 +5,8 @@ the reuse, a second chat turn reuses the first turn's blocks, an idle server's K
 but evictable, and under memory pressure cached blocks are evicted while no request is
 preempted or refused. Every RPC has a deadline; the servers are stopped in finalizers."""
 import concurrent.futures
+import os
+import signal
 import time
 import urllib.request
 
@@ -122,6 +124,30 @@ def test_second_turn_reuses_the_first(server):
     block = _info(server).kv_block_size
     # At least every full block of the first turn's prompt.
     assert reused >= (first.usage.prompt_tokens // block) * block > 0, reused
+
+
+def test_world_rebuild_empties_the_cache_and_streams_stay_identical(server):
+    """A worker killed while shared-prefix streams run: the world is rebuilt with new KV
+    memory, so the cache starts empty; the streams are recomputed and carry exactly the
+    tokens of an undisturbed run, and the cache fills and hits again."""
+    reqs = [_chat(q, seeded) for q, seeded in zip(QUESTIONS, (False, True, False, True))]
+    for r in reqs:
+        r["max_tokens"] = 40
+    alone = [_generate(server, **r).ids for r in reqs]  # warms the cache too
+    assert _info(server).kv_blocks_cached > 0
+    with grpc.insecure_channel(server.address) as ch:
+        stub = pb_grpc.GenerationStub(ch)
+        calls = [stub.Generate(pb.GenerateRequest(**r), timeout=CALL_S) for r in reqs]
+        heads = [next(c) for c in calls]  # every stream is running
+        os.kill(server.workers[1][0], signal.SIGKILL)
+        got = [list(h.token_ids) + [t for m in c for t in m.token_ids]
+               for c, h in zip(calls, heads)]
+    assert got == alone
+    serve_procs.wait_serving(server, timeout_s=120)  # records the new worker
+    hits = _metric(server, "tpserve_prefix_cache_hits_total")
+    again = _generate(server, **reqs[0]).ids
+    assert again == alone[0]
+    assert _metric(server, "tpserve_prefix_cache_hits_total") > hits
 
 
 def test_pressure_evicts_cached_blocks_before_preempting(request, tmp_path_factory, tpserve_bin,
