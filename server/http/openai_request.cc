@@ -290,8 +290,11 @@ absl::StatusOr<OpenAiRequest> DecodeOpenAiRequest(Endpoint endpoint, absl::strin
       return absl::InvalidArgumentError("stream_options: is only allowed with stream: true");
     }
     if (!options->is_object()) return Wrong("stream_options", "an object");
-    ASSIGN_OR_RETURN(std::optional<bool> usage, Bool(*options, "include_usage"));
-    request.include_usage = usage.value_or(false);
+    const json* usage = Field(*options, "include_usage");
+    if (usage != nullptr && !usage->is_boolean()) {
+      return Wrong("stream_options.include_usage", "a boolean");
+    }
+    request.include_usage = usage != nullptr && usage->get<bool>();
   }
   RETURN_IF_ERROR(Unimplemented(body, request));
   return request;

@@ -227,7 +227,10 @@ void OpenAiServer::Shutdown() {
 bool OpenAiServer::Authorized(const httplib::Request& req, httplib::Response& res) const {
   if (services_.api_keys == nullptr) return true;
   const absl::Status status = services_.api_keys->Check(req.get_header_value("Authorization"));
-  if (!status.ok()) ReplyError(res, status);
+  if (!status.ok()) {
+    res.set_header("WWW-Authenticate", "Bearer");  // RFC 6750
+    ReplyError(res, status);
+  }
   return status.ok();
 }
 
@@ -258,16 +261,29 @@ void OpenAiServer::Generate(Endpoint endpoint, const httplib::Request& req,
       [call](size_t /*offset*/, httplib::DataSink& sink) { return call->Pump(sink); });
 }
 
+json OpenAiServer::ModelObject() const {
+  const tpserve::v1::ModelInfo& info = services_.model_info;
+  return {{"id", info.model_name()},
+          {"object", "model"},
+          {"created", started_unix_s_},
+          {"owned_by", "tpserve"},
+          {"max_model_len", info.context_length()}};
+}
+
 void OpenAiServer::Models(const httplib::Request& req, httplib::Response& res) const {
   if (!Authorized(req, res)) return;
-  const tpserve::v1::ModelInfo& info = services_.model_info;
-  Reply(res, 200,
-        {{"object", "list"},
-         {"data", json::array({{{"id", info.model_name()},
-                                {"object", "model"},
-                                {"created", started_unix_s_},
-                                {"owned_by", "tpserve"},
-                                {"max_model_len", info.context_length()}}})}});
+  Reply(res, 200, {{"object", "list"}, {"data", json::array({ModelObject()})}});
+}
+
+void OpenAiServer::Model(const httplib::Request& req, httplib::Response& res) const {
+  if (!Authorized(req, res)) return;
+  const std::string name = req.matches.size() > 1 ? req.matches[1].str() : std::string();
+  if (name != services_.model_info.model_name()) {
+    return ReplyError(res, absl::NotFoundError(absl::StrCat(
+                               "model: '", name, "' is not served here; this server serves '",
+                               services_.model_info.model_name(), "'")));
+  }
+  Reply(res, 200, ModelObject());
 }
 
 void OpenAiServer::Route() {
@@ -280,6 +296,7 @@ void OpenAiServer::Route() {
     Generate(Endpoint::kChatCompletions, req, res);
   });
   server_->Get("/v1/models", [this](const Request& req, Response& res) { Models(req, res); });
+  server_->Get("/v1/models/(.+)", [this](const Request& req, Response& res) { Model(req, res); });
   server_->Get("/health", [this](const Request&, Response& res) {
     if (services_.ready()) return Reply(res, 200, {{"status", "ok"}});
     ReplyError(res, absl::UnavailableError("the server is not ready (world down or draining)"));

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "nlohmann/json.hpp"
 #include "server/common/server_tls.h"
 #include "server/coordinator/coordinator_server.h"
 #include "server/http/openai_request.h"
@@ -59,7 +60,9 @@ class OpenAiServer {
   // True when no key is asked for or the request's Authorization holds one; else answers 401.
   bool Authorized(const httplib::Request& req, httplib::Response& res) const;
   void Generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) const;
-  void Models(const httplib::Request& req, httplib::Response& res) const;
+  void Models(const httplib::Request& req, httplib::Response& res) const;  // GET /v1/models
+  void Model(const httplib::Request& req, httplib::Response& res) const;   // GET /v1/models/ID
+  nlohmann::json ModelObject() const;  // the served model, as OpenAI's model object
 
   const OpenAiServerOptions options_;
   const coordinator::FrontEnd services_;

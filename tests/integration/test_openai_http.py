@@ -14,6 +14,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.parse
 
 import grpc
 import openai
@@ -109,6 +110,10 @@ def test_models_and_health(server, model_name):
     assert status == 200 and listing["object"] == "list"
     assert listing["data"][0]["object"] == "model" and listing["data"][0]["max_model_len"] > 0
     assert _get(server.http, "/health") == (200, b'{"status":"ok"}')
+    status, body = _get(server.http, f"/v1/models/{urllib.parse.quote(model_name)}")
+    assert status == 200 and json.loads(body)["id"] == model_name
+    status, body = _get(server.http, "/v1/models/gpt-4")
+    assert status == 404 and json.loads(body)["error"]["code"] == "model_not_found"
 
 
 def test_completion_matches_grpc(server, client, model_name):
@@ -359,8 +364,12 @@ def test_tls_keys_name_and_drain(request, tmp_path_factory, tpserve_bin, smollm_
                  api_key_file=str(keys), tls_cert_file=str(cert), tls_key_file=str(key),
                  served_model_name="smol-test", max_running=1, max_queue=1)
     base = f"https://{srv.http}/v1"
-    status, raw = _call(srv.http, "GET", "/v1/models", tls=tls)
-    assert status == 401 and json.loads(raw)["error"]["type"] == "authentication_error"
+    conn = _connect(srv.http, tls)
+    conn.request("GET", "/v1/models")
+    r = conn.getresponse()
+    assert r.status == 401 and r.getheader("WWW-Authenticate") == "Bearer"
+    assert json.loads(r.read())["error"]["type"] == "authentication_error"
+    conn.close()
     assert _get(srv.http, "/health", tls=tls)[0] == 200  # probes need no key
     with pytest.raises((http.client.HTTPException, OSError)):
         _get(srv.http, "/health")  # plaintext to a TLS port
@@ -371,6 +380,7 @@ def test_tls_keys_name_and_drain(request, tmp_path_factory, tpserve_bin, smollm_
     good = openai.OpenAI(base_url=base, api_key="sk-test-one", max_retries=0,
                          http_client=http_client)
     assert good.models.list().data[0].id == "smol-test"
+    assert good.models.retrieve("smol-test").id == "smol-test"
     def open_stream(tokens):
         return good.completions.create(model="smol-test", prompt="Count:", max_tokens=tokens,
                                        temperature=0, stream=True,
