@@ -256,6 +256,12 @@ absl::Status Unimplemented(const json& body, const OpenAiRequest& request) {
 
 }  // namespace
 
+absl::Status CheckServedModel(absl::string_view model, absl::string_view served_model) {
+  if (model == served_model) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat(
+      "model: '", model, "' is not served here; this server serves '", served_model, "'"));
+}
+
 absl::StatusOr<OpenAiRequest> DecodeOpenAiRequest(Endpoint endpoint, absl::string_view body_text,
                                                   absl::string_view served_model) {
   const json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
@@ -265,11 +271,7 @@ absl::StatusOr<OpenAiRequest> DecodeOpenAiRequest(Endpoint endpoint, absl::strin
   request.endpoint = endpoint;
   ASSIGN_OR_RETURN(std::optional<std::string> model, String(body, "model"));
   request.model = model.value_or(static_cast<std::string>(served_model));
-  if (request.model != served_model) {
-    return absl::NotFoundError(absl::StrCat("model: '", request.model,
-                                            "' is not served here; this server serves '",
-                                            served_model, "'"));
-  }
+  RETURN_IF_ERROR(CheckServedModel(request.model, served_model));
   if (endpoint == Endpoint::kCompletions) {
     RETURN_IF_ERROR(Prompt(body, &request.generate));
   } else {

@@ -37,6 +37,9 @@ struct OpenAiRequest {
   uint32_t top_logprobs = 0;
 };
 
+// OK when `model` is `served_model`; NotFound ("model: '…' is not served here") otherwise.
+absl::Status CheckServedModel(absl::string_view model, absl::string_view served_model);
+
 // InvalidArgument naming the field (and its limit) for a body that is not a JSON object, a
 // field of the wrong type or out of range, or an unsupported feature; NotFound
 // ("model_not_found") when `model` names another model than `served_model`.

@@ -278,10 +278,8 @@ void OpenAiServer::Models(const httplib::Request& req, httplib::Response& res) c
 void OpenAiServer::Model(const httplib::Request& req, httplib::Response& res) const {
   if (!Authorized(req, res)) return;
   const std::string name = req.matches.size() > 1 ? req.matches[1].str() : std::string();
-  if (name != services_.model_info.model_name()) {
-    return ReplyError(res, absl::NotFoundError(absl::StrCat(
-                               "model: '", name, "' is not served here; this server serves '",
-                               services_.model_info.model_name(), "'")));
+  if (absl::Status known = CheckServedModel(name, services_.model_info.model_name()); !known.ok()) {
+    return ReplyError(res, known);
   }
   Reply(res, 200, ModelObject());
 }
