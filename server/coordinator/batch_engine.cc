@@ -27,6 +27,7 @@ struct BatchEngine::Request {
   bool admitted = false;                         // has been in a step
   absl::Time last_token = absl::InfinitePast();  // when the previous token was delivered
   int failed_steps = 0;                          // steps of it that took the world down
+  bool sent = false;                             // a message has gone to its sink
 };
 
 namespace {
@@ -264,10 +265,30 @@ void BatchEngine::TakeInbox() {
   for (std::unique_ptr<Request>& request : incoming) {
     request->seq.id = next_seq_id_++;
     request->seq.prompt = request->spec.prompt;
+    request->seq.generated = request->spec.resumed;
     request->streamer = std::make_unique<TextStreamer>(tokenizer_, request->spec.stop);
-    scheduler_->Enqueue(&request->seq);
+    Request* admitted = request.get();
     requests_[request->seq.id] = std::move(request);
+    if (Resume(admitted)) scheduler_->Enqueue(&admitted->seq);
   }
+}
+
+bool BatchEngine::Resume(Request* request) {
+  // The client holds the text of these tokens up to what the streamer released: feeding them
+  // again leaves the streamer holding back exactly what the client has not received.
+  for (int32_t id : request->spec.resumed) {
+    absl::StatusOr<TextStreamer::Delta> delta = request->streamer->Feed(id);
+    if (!delta.ok()) {
+      Finish(request, absl::InvalidArgumentError(
+                          absl::StrCat("resume.token_ids: ", delta.status().message())));
+      return false;
+    }
+    if (delta->stopped) {  // the stream had ended at a stop string: say so, with no text
+      End(request, NewMessage(request), tpserve::v1::FINISH_REASON_STOP);
+      return false;
+    }
+  }
+  return true;
 }
 
 void BatchEngine::ReapCancelled() {
@@ -360,8 +381,7 @@ void BatchEngine::Deliver(Request* request, const engine::SampleResult& sampled)
   Sequence& seq = request->seq;
   const RequestSpec& spec = request->spec;
   seq.generated.push_back(sampled.token_id);
-  GenerateResponse message;
-  message.set_request_id(spec.request_id);
+  GenerateResponse message = NewMessage(request);
   message.add_token_ids(sampled.token_id);
   if (spec.sampling.logprobs > 0) {
     auto fill = [&](int32_t id, float logprob, tpserve::v1::TokenLogprob* out) {
@@ -411,9 +431,22 @@ void BatchEngine::Deliver(Request* request, const engine::SampleResult& sampled)
     return;
   }
   if (!request->streamer->stopped()) message.mutable_text()->append(request->streamer->Finish());
+  End(request, std::move(message), reason);
+}
+
+GenerateResponse BatchEngine::NewMessage(Request* request) {
+  GenerateResponse message;
+  message.set_request_id(request->spec.request_id);
+  if (!request->sent) message.set_seed(request->spec.sampling.seed);  // so a client can resume
+  request->sent = true;
+  return message;
+}
+
+void BatchEngine::End(Request* request, GenerateResponse message, FinishReason reason) {
   message.set_finish_reason(reason);
-  message.mutable_usage()->set_prompt_tokens(static_cast<uint32_t>(seq.prompt.size()));
-  message.mutable_usage()->set_completion_tokens(static_cast<uint32_t>(seq.generated.size()));
+  tpserve::v1::Usage* usage = message.mutable_usage();
+  usage->set_prompt_tokens(static_cast<uint32_t>(request->seq.prompt.size()));
+  usage->set_completion_tokens(static_cast<uint32_t>(request->seq.generated.size()));
   request->sink->Send(std::move(message));
   Finish(request, absl::OkStatus());
 }

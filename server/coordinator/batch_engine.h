@@ -110,11 +110,19 @@ class BatchEngine {
   // Fails every request with `requests` and stops the loop with fatal() = `fatal`.
   void StopFatal(const absl::Status& requests, const absl::Status& fatal);
   void TakeInbox() ABSL_LOCKS_EXCLUDED(mu_);
+  // Primes a resumed request's text streamer with the tokens its client holds; false (the
+  // request finished) when they already ended its stream at a stop string.
+  bool Resume(Request* request);
   void ReapCancelled();
   // Runs one planned step; false when the world went down.
   bool RunStep(const StepPlan& plan);
   // Applies one sampled token to its request; closes and drops the request when it ends.
   void Deliver(Request* request, const engine::SampleResult& sampled);
+  // A message of `request`'s stream: its id, and on the first its seed.
+  tpserve::v1::GenerateResponse NewMessage(Request* request);
+  // Sends `message` as the last of `request`'s stream (`reason`, usage) and finishes it.
+  void End(Request* request, tpserve::v1::GenerateResponse message,
+           tpserve::v1::FinishReason reason);
   // After the failed step of `plan`: fails the requests in it that reached max_failed_steps.
   void FailPoisoned(const StepPlan& plan, const absl::Status& cause);
   void Finish(Request* request, const absl::Status& status);

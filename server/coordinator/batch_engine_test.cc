@@ -72,6 +72,10 @@ class RecordingSink final : public ResponseSink {
     for (const auto& m : messages_) out += m.text();
     return out;
   }
+  std::vector<tpserve::v1::GenerateResponse> messages() const {
+    absl::MutexLock lock(&mu_);
+    return messages_;
+  }
   tpserve::v1::GenerateResponse last() const {
     absl::MutexLock lock(&mu_);
     return messages_.empty() ? tpserve::v1::GenerateResponse() : messages_.back();
@@ -208,6 +212,55 @@ TEST_F(BatchEngineTest, StopStringEndsTheStreamBeforeIt) {
   ASSERT_TRUE(Run(spec, stopped).ok());
   EXPECT_EQ(stopped->text(), text.substr(0, 3));
   EXPECT_EQ(stopped->last().finish_reason(), tpserve::v1::FINISH_REASON_STOP);
+}
+
+TEST_F(BatchEngineTest, AResumedStreamContinuesExactlyWhereTheClientLeftIt) {
+  StartEngine();
+  RequestSpec spec = Greedy("Once upon a time", 24);
+  spec.sampling.temperature = 1.2f;
+  spec.sampling.top_p = 0.9f;
+  spec.sampling.frequency_penalty = 0.5f;  // counts the resumed tokens as output
+  spec.stop = {" the qqq"};                // holds back text that ends in " " or " the"
+  auto full = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(Run(spec, full).ok());
+  const std::vector<tpserve::v1::GenerateResponse> messages = full->messages();
+  ASSERT_EQ(messages.size(), 24u);
+  ASSERT_TRUE(messages.front().has_seed()) << "the first message reports the seed";
+  EXPECT_FALSE(messages[1].has_seed());
+  const std::vector<int32_t> ids = full->ids();
+  for (size_t k : {size_t{1}, size_t{7}, size_t{16}, size_t{23}}) {
+    RequestSpec resumed = spec;
+    resumed.seed = messages.front().seed();
+    resumed.resumed.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k));
+    auto rest = std::make_shared<RecordingSink>();
+    ASSERT_TRUE(Run(resumed, rest).ok());
+    EXPECT_EQ(rest->ids(),
+              std::vector<int32_t>(ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end()))
+        << "after " << k;
+    std::string received;
+    for (size_t i = 0; i < k; ++i) received += messages[i].text();
+    EXPECT_EQ(received + rest->text(), full->text()) << "after " << k;
+    EXPECT_EQ(rest->last().usage().completion_tokens(), 24u);
+    EXPECT_EQ(rest->last().finish_reason(), tpserve::v1::FINISH_REASON_LENGTH);
+  }
+}
+
+TEST_F(BatchEngineTest, ResumingPastAStopStringEndsTheStreamWithNoText) {
+  StartEngine();
+  auto full = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(Run(Greedy("The capital of France is", 8), full).ok());
+  RequestSpec spec = Greedy("The capital of France is", 8);
+  spec.stop = {full->text().substr(3, 4)};
+  auto stopped = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(Run(spec, stopped).ok());
+  RequestSpec resumed = spec;
+  resumed.resumed = stopped->ids();
+  auto rest = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(Run(resumed, rest).ok());
+  EXPECT_EQ(rest->count(), 1u);
+  EXPECT_EQ(rest->text(), "");
+  EXPECT_EQ(rest->last().finish_reason(), tpserve::v1::FINISH_REASON_STOP);
+  EXPECT_EQ(engine_->stats().kv_blocks_free, engine_->stats().kv_blocks_total);
 }
 
 TEST_F(BatchEngineTest, BatchedRequestsEqualEachAlone) {

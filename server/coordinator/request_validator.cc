@@ -55,6 +55,8 @@ absl::Status RequestValidator::CheckSize(const RequestSize& size) const {
   // No sequence the server holds is longer: Detokenize needs no more.
   RETURN_IF_ERROR(
       AtMost("token_ids", size.token_ids, "ids", "max_total_tokens", limits_.max_total_tokens));
+  RETURN_IF_ERROR(AtMost("resume.token_ids", size.resume_token_ids, "ids", "max_new_tokens",
+                         limits_.max_new_tokens));
   return absl::OkStatus();
 }
 
@@ -78,6 +80,8 @@ absl::Status RequestValidator::CheckWire(const google::protobuf::Descriptor& typ
   size.stop_token_ids = static_cast<uint64_t>(tally(type, "stop_token_ids").elements);
   size.request_id_bytes = static_cast<uint64_t>(tally(type, "request_id").bytes);
   size.token_ids = static_cast<uint64_t>(tally(type, "token_ids").elements);
+  size.resume_token_ids =
+      static_cast<uint64_t>(tally(*tpserve::v1::Resume::descriptor(), "token_ids").elements);
   return CheckSize(size);
 }
 
@@ -137,6 +141,42 @@ absl::StatusOr<std::vector<int32_t>> RequestValidator::PromptIds(
   return out;
 }
 
+absl::Status RequestValidator::ValidateResume(const tpserve::v1::GenerateRequest& r,
+                                              RequestSpec* spec) const {
+  if (!r.has_resume()) return absl::OkStatus();
+  const tpserve::v1::Resume& resume = r.resume();
+  if (resume.has_seed()) {
+    if (spec->seed.has_value() && *spec->seed != resume.seed()) {
+      return Invalid(
+          absl::StrCat("resume.seed: ", resume.seed(), " contradicts seed ", *spec->seed));
+    }
+    spec->seed = resume.seed();
+  }
+  const auto received = static_cast<int64_t>(resume.token_ids_size());
+  if (received >= spec->max_tokens) {
+    return Invalid(absl::StrCat("resume.token_ids: ", received, " tokens already reach max_tokens ",
+                                spec->max_tokens, "; the stream had ended"));
+  }
+  if (received > 0 && !spec->seed.has_value() && spec->sampling.temperature > 0.0f) {
+    return Invalid(
+        "resume.seed: required to resume a sampled request that sets no seed (the seed is "
+        "reported on the stream's first message)");
+  }
+  RETURN_IF_ERROR(CheckIds(resume.token_ids(), "resume.token_ids"));
+  const std::vector<int32_t>& stop_ids = spec->sampling.stop_token_ids;
+  for (int i = 0; i < resume.token_ids_size(); ++i) {
+    const int32_t id = resume.token_ids(i);
+    const bool eos = !spec->ignore_eos && id == tokenizer_.eos_id();
+    if (eos || std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end()) {
+      return Invalid(absl::StrCat("resume.token_ids[", i, "]: ", id, " is ",
+                                  eos ? "the end-of-sequence token" : "a stop token id",
+                                  "; the stream had ended there"));
+    }
+  }
+  spec->resumed.assign(resume.token_ids().begin(), resume.token_ids().end());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RequestSpec> RequestValidator::Validate(
     const tpserve::v1::GenerateRequest& r) const {
   RequestSpec spec;
@@ -144,6 +184,7 @@ absl::StatusOr<RequestSpec> RequestValidator::Validate(
   size.stop = static_cast<uint64_t>(r.stop_size());
   size.stop_token_ids = static_cast<uint64_t>(r.stop_token_ids_size());
   size.request_id_bytes = r.request_id().size();
+  size.resume_token_ids = static_cast<uint64_t>(r.resume().token_ids_size());
   RETURN_IF_ERROR(CheckSize(size));
   for (size_t i = 0; i < r.request_id().size(); ++i) {
     const auto c = static_cast<unsigned char>(r.request_id()[i]);
@@ -188,6 +229,7 @@ absl::StatusOr<RequestSpec> RequestValidator::Validate(
     spec.stop.push_back(r.stop(i));
   }
   spec.ignore_eos = r.ignore_eos();
+  RETURN_IF_ERROR(ValidateResume(r, &spec));
 
   ASSIGN_OR_RETURN(spec.prompt, PromptIds(r.prompt(), r.messages(), r.prompt_token_ids(),
                                           /*add_special=*/true));

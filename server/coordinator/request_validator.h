@@ -53,7 +53,8 @@ struct RequestSize {
   uint64_t stop = 0;              // stop strings
   uint64_t stop_token_ids = 0;    // stop_token_ids entries
   uint64_t request_id_bytes = 0;
-  uint64_t token_ids = 0;  // DetokenizeRequest.token_ids entries
+  uint64_t token_ids = 0;         // DetokenizeRequest.token_ids entries
+  uint64_t resume_token_ids = 0;  // GenerateRequest.resume.token_ids entries
 };
 
 // A validated request in the engine's terms.
@@ -63,7 +64,10 @@ struct RequestSpec {
   int64_t max_tokens = 0;           // >= 1; prompt + max_tokens within the limits
   engine::SamplingParams sampling;  // ranges checked; its seed is set by BatchEngine::Submit
   std::optional<uint64_t> seed;     // the request's seed; none: Submit draws one
-  std::vector<std::string> stop;    // non-empty strings
+  // Tokens the client already received (GenerateRequest.resume): output, not prompt; fewer
+  // than max_tokens, none of them ending the stream.
+  std::vector<int32_t> resumed;
+  std::vector<std::string> stop;  // non-empty strings
   bool ignore_eos = false;
   std::string api = "grpc";  // the front end it came through ("grpc", "http"): a metrics label
 };
@@ -105,6 +109,8 @@ class RequestValidator {
  private:
   absl::Status CheckIds(const google::protobuf::RepeatedField<int32_t>& ids,
                         const char* field) const;
+  // GenerateRequest.resume into `spec` (after its sampling, stop ids and max_tokens).
+  absl::Status ValidateResume(const tpserve::v1::GenerateRequest& r, RequestSpec* spec) const;
 
   const model::Tokenizer& tokenizer_;
   const model::ChatPrompt* chat_;

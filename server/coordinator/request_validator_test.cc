@@ -181,6 +181,50 @@ TEST_F(RequestValidatorTest, RepetitionPenaltyRangeComesFromTheSampler) {
   }
 }
 
+TEST_F(RequestValidatorTest, ResumeTokensAreOutputAlreadyReceived) {
+  GenerateRequest r = Ok();
+  r.set_max_tokens(4);
+  r.set_temperature(0.8f);
+  r.set_seed(9);
+  for (int id : {10, 11, 12}) r.mutable_resume()->add_token_ids(id);
+  absl::StatusOr<RequestSpec> spec = RequestValidator(*tokenizer_, chat_, Limits()).Validate(r);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->resumed, (std::vector<int32_t>{10, 11, 12}));
+  EXPECT_EQ(spec->seed, 9u);
+  r.mutable_resume()->add_token_ids(13);
+  ExpectRefused(r, "resume.token_ids", "reach max_tokens 4");
+  r.mutable_resume()->mutable_token_ids()->RemoveLast();
+  r.mutable_resume()->set_seed(10);
+  ExpectRefused(r, "resume.seed", "contradicts seed 9");
+  r.clear_seed();  // the reported seed stands in for the request's
+  spec = RequestValidator(*tokenizer_, chat_, Limits()).Validate(r);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->seed, 10u);
+  r.mutable_resume()->clear_seed();
+  ExpectRefused(r, "resume.seed", "required to resume a sampled request");
+  r.set_temperature(0.0f);  // greedy needs no seed
+  EXPECT_TRUE(Check(r).ok()) << Check(r);
+  r.mutable_resume()->set_token_ids(1, tokenizer_->vocab_size());
+  ExpectRefused(r, "resume.token_ids[1]", "outside the vocabulary");
+  r.mutable_resume()->set_token_ids(1, tokenizer_->eos_id());
+  ExpectRefused(r, "resume.token_ids[1]", "end-of-sequence");
+  r.set_ignore_eos(true);
+  EXPECT_TRUE(Check(r).ok()) << Check(r);
+  r.add_stop_token_ids(12);
+  ExpectRefused(r, "resume.token_ids[2]", "a stop token id");
+}
+
+TEST_F(RequestValidatorTest, ResumeTokenCount) {
+  ServingLimits l = Limits();
+  l.max_new_tokens = 3;
+  const RequestValidator v(*tokenizer_, chat_, l);
+  GenerateRequest r = Ok();
+  for (int i = 0; i < 4; ++i) r.mutable_resume()->add_token_ids(1);
+  const absl::Status s = v.CheckWire(*GenerateRequest::descriptor(), r.SerializeAsString());
+  EXPECT_EQ(s.message(), "resume.token_ids: 4 ids exceed max_new_tokens 3");
+  EXPECT_EQ(v.Validate(r).status(), s);
+}
+
 TEST_F(RequestValidatorTest, DetokenizeIdCount) {
   const RequestValidator v(*tokenizer_, chat_, Limits());  // max_total_tokens 2000
   tpserve::v1::DetokenizeRequest r;

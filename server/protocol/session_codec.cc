@@ -18,6 +18,9 @@ tpserve::v1::Init EncodeInit(const WorldAssignment& world) {
   init.set_threads(world.threads);
   init.set_dequantize(world.dequantize);
   init.set_step_link(world.step_link);
+  init.set_coordinator_epoch(world.coordinator_epoch);
+  init.set_heartbeat_interval_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(world.heartbeat_interval)));
   return init;
 }
 
@@ -35,6 +38,8 @@ WorldAssignment DecodeInit(const tpserve::v1::Init& init) {
   world.threads = init.threads();
   world.dequantize = init.dequantize();
   world.step_link = init.step_link();
+  world.coordinator_epoch = init.coordinator_epoch();
+  world.heartbeat_interval = absl::Milliseconds(init.heartbeat_interval_ms());
   return world;
 }
 

@@ -30,6 +30,9 @@ struct WorldAssignment {
   uint32_t threads = 0;                                // 0: the host's share
   bool dequantize = false;                             // exact mode
   std::string step_link;                               // the shared-memory step link; empty: none
+  // The coordinator's start time (unix ns): a later epoch takes a busy worker over; 0: none.
+  uint64_t coordinator_epoch = 0;
+  absl::Duration heartbeat_interval = absl::ZeroDuration();  // zero: no heartbeats
 };
 
 tpserve::v1::Init EncodeInit(const WorldAssignment& world);
