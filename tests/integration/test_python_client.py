@@ -234,7 +234,9 @@ def test_health(tc, client):
     with pytest.raises(tc.TpserveError) as e:  # NOT_FOUND has no subclass of its own
         client.health("no.such.Service")
     assert type(e.value) is tc.TpserveError and e.value.code == grpc.StatusCode.NOT_FOUND
-    with tc.Client(f"127.0.0.1:{worker_procs.free_port()}", timeout=5) as nobody:
+    # max_resumes=0: refused at once (tests/integration/test_python_client_resume.py covers
+    # the retries a resuming client makes first).
+    with tc.Client(f"127.0.0.1:{worker_procs.free_port()}", timeout=5, max_resumes=0) as nobody:
         assert nobody.health() is False
 
 
@@ -259,7 +261,9 @@ def test_invalid_argument(tc, client, info):
 
 
 def test_unavailable(tc):
-    with tc.Client(f"127.0.0.1:{worker_procs.free_port()}", timeout=5) as nobody:
+    # max_resumes=0: refused at once (tests/integration/test_python_client_resume.py covers
+    # the retries a resuming client makes first).
+    with tc.Client(f"127.0.0.1:{worker_procs.free_port()}", timeout=5, max_resumes=0) as nobody:
         with pytest.raises(tc.Unavailable) as e:
             nobody.generate("hi", max_tokens=2)
         assert e.value.code == grpc.StatusCode.UNAVAILABLE and e.value.message
@@ -387,7 +391,7 @@ def test_async_unary_calls_and_errors(tc, server):
                     pass
             await wait_idle_async(aclient)
         async with tc.AsyncClient(f"127.0.0.1:{worker_procs.free_port()}",
-                                  timeout=5) as nobody:
+                                  timeout=5, max_resumes=0) as nobody:
             assert await nobody.health() is False
             with pytest.raises(tc.Unavailable) as e:
                 await nobody.generate("hi", max_tokens=2)

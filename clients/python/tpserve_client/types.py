@@ -56,13 +56,15 @@ class Usage:
 class Delta:
     """One streamed step: the text and token ids produced since the previous delta.
     `finish_reason` ("length", "stop", "eos", "cancelled") and `usage` are set on the last
-    delta only; `logprobs` is None unless the request asked for logprobs."""
+    delta only; `logprobs` is None unless the request asked for logprobs; `seed` (the seed
+    of the request's draws, the caller's or the server's) is set on the first delta only."""
     text: str
     token_ids: List[int]
     logprobs: Optional[List[TokenLogprobs]]
     finish_reason: Optional[str]
     usage: Optional[Usage]
     request_id: str
+    seed: Optional[int] = None
 
     @classmethod
     def from_proto(cls, m, want_logprobs: bool) -> "Delta":
@@ -73,18 +75,21 @@ class Delta:
             finish_reason=FINISH_REASONS.get(m.finish_reason, str(m.finish_reason)),
             usage=(Usage(m.usage.prompt_tokens, m.usage.completion_tokens)
                    if m.HasField("usage") else None),
-            request_id=m.request_id)
+            request_id=m.request_id,
+            seed=m.seed if m.HasField("seed") else None)
 
 
 @dataclass(frozen=True)
 class Result:
-    """A whole generation: the deltas of its stream joined."""
+    """A whole generation: the deltas of its stream joined; `seed` is the seed its draws used
+    (None from a server that does not report it)."""
     text: str
     token_ids: List[int]
     finish_reason: Optional[str]
     usage: Optional[Usage]
     logprobs: Optional[List[TokenLogprobs]]
     request_id: str
+    seed: Optional[int] = None
 
 
 class ResultBuilder:
@@ -95,8 +100,11 @@ class ResultBuilder:
         self._ids: List[int] = []
         self._logprobs: Optional[List[TokenLogprobs]] = None  # None: not asked for
         self._last: Optional[Delta] = None
+        self._seed: Optional[int] = None  # the first one a delta reports
 
     def add(self, delta: Delta) -> None:
+        if self._seed is None:
+            self._seed = delta.seed
         self._text.append(delta.text)
         self._ids.extend(delta.token_ids)
         if delta.logprobs is not None:
@@ -110,7 +118,7 @@ class ResultBuilder:
         return Result(text="".join(self._text), token_ids=self._ids,
                       finish_reason=last.finish_reason if last else None,
                       usage=last.usage if last else None, logprobs=self._logprobs,
-                      request_id=last.request_id if last else "")
+                      request_id=last.request_id if last else "", seed=self._seed)
 
 
 class Tokens(List[int]):
