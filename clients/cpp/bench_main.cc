@@ -5,7 +5,9 @@
 // tokens or lines of --prompts_file; outputs ask for --output_len tokens (ignore_eos by
 // default, so the length is what was asked). Prints and writes (--json_out) the summary:
 // requests/s, output tokens/s, TTFT, inter-token and end-to-end latency p50/p90/p99, errors by
-// code. Exit status: 0 when at least one request succeeded.
+// code, and the resends of broken streams (up to --max_resumes per request, each continuing
+// where its stream broke). Exit status: 0 when at least one request succeeded.
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <iostream>
@@ -40,6 +42,9 @@ ABSL_FLAG(uint64_t, seed, 1, "seed of the lengths and synthetic prompts");
 ABSL_FLAG(float, temperature, 0.0f, "sampling temperature of every request");
 ABSL_FLAG(bool, ignore_eos, true, "generate exactly the drawn output length");
 ABSL_FLAG(double, timeout_s, 600, "deadline of each request");
+ABSL_FLAG(int32_t, max_resumes, 8,
+          "resends of a request whose stream broke (UNAVAILABLE, a reset), continuing where it "
+          "broke; 0: none");
 ABSL_FLAG(std::string, json_out, "", "write the summary JSON here too");
 ABSL_FLAG(std::string, label, "", "free text stored in the summary (e.g. the server setup)");
 
@@ -48,20 +53,31 @@ namespace {
 using tpserve::client::GenerationClient;
 using tpserve::client::RequestRecord;
 
+// How every request reaches the server, from the flags.
+struct Target {
+  std::string server;
+  tpserve::client::ClientCredentials credentials;
+  tpserve::client::ResumePolicy resume;
+  double timeout_s = 0;
+};
+
 // Runs one request; times are seconds since `t0`.
-RequestRecord RunOne(const std::string& server,
-                     const tpserve::client::ClientCredentials& credentials,
-                     const tpserve::v1::GenerateRequest& request, absl::Time t0, double timeout_s) {
-  GenerationClient client(server, absl::Seconds(timeout_s), credentials);
+RequestRecord RunOne(const Target& target, const tpserve::v1::GenerateRequest& request,
+                     absl::Time t0) {
+  GenerationClient client(target.server, absl::Seconds(target.timeout_s), target.credentials,
+                          target.resume);
   RequestRecord r;
   r.start_s = absl::ToDoubleSeconds(absl::Now() - t0);
-  const grpc::Status status = client.Generate(request, [&](const tpserve::v1::GenerateResponse& m) {
-    if (m.token_ids_size() > 0) {
-      r.message_s.push_back(absl::ToDoubleSeconds(absl::Now() - t0));
-      r.output_tokens += m.token_ids_size();
-    }
-    if (m.has_usage()) r.prompt_tokens = m.usage().prompt_tokens();
-  });
+  const grpc::Status status = client.Generate(
+      request,
+      [&](const tpserve::v1::GenerateResponse& m) {
+        if (m.token_ids_size() > 0) {
+          r.message_s.push_back(absl::ToDoubleSeconds(absl::Now() - t0));
+          r.output_tokens += m.token_ids_size();
+        }
+        if (m.has_usage()) r.prompt_tokens = m.usage().prompt_tokens();
+      },
+      [&](int64_t, const grpc::Status&) { ++r.resumes; });
   r.end_s = absl::ToDoubleSeconds(absl::Now() - t0);
   if (!status.ok()) {
     const std::string described = tpserve::client::Describe(status);
@@ -124,12 +140,12 @@ int Main(int argc, char** argv) {
       *prompt_len, *output_len, prompts, absl::GetFlag(FLAGS_seed),
       std::min<int32_t>(1000, last_id / 2), last_id, sampling,
       std::max<int64_t>(0, absl::GetFlag(FLAGS_shared_prefix_len)));
-  const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  Target target{server, *credentials, {}, absl::GetFlag(FLAGS_timeout_s)};
+  target.resume.max_resumes = std::max(0, absl::GetFlag(FLAGS_max_resumes));
 
   int64_t warmup_tokens = 0;
   for (int64_t i = 0; i < absl::GetFlag(FLAGS_warmup); ++i) {
-    warmup_tokens +=
-        RunOne(server, *credentials, factory.Make(-1 - i), absl::Now(), timeout_s).output_tokens;
+    warmup_tokens += RunOne(target, factory.Make(-1 - i), absl::Now()).output_tokens;
   }
 
   std::vector<RequestRecord> records(static_cast<size_t>(requests));
@@ -141,10 +157,8 @@ int Main(int argc, char** argv) {
     absl::Time next = t0;
     for (int64_t i = 0; i < requests; ++i) {
       absl::SleepFor(next - absl::Now());
-      threads.emplace_back([&, i] {
-        records[static_cast<size_t>(i)] =
-            RunOne(server, *credentials, factory.Make(i), t0, timeout_s);
-      });
+      threads.emplace_back(
+          [&, i] { records[static_cast<size_t>(i)] = RunOne(target, factory.Make(i), t0); });
       next += absl::Seconds(gap(rng));
     }
   } else {
@@ -152,8 +166,7 @@ int Main(int argc, char** argv) {
     for (int64_t c = 0; c < std::min(concurrency, requests); ++c) {
       threads.emplace_back([&] {
         for (int64_t i = next++; i < requests; i = next++) {
-          records[static_cast<size_t>(i)] =
-              RunOne(server, *credentials, factory.Make(i), t0, timeout_s);
+          records[static_cast<size_t>(i)] = RunOne(target, factory.Make(i), t0);
         }
       });
     }
@@ -177,9 +190,7 @@ int Main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_json_out).empty()) {
     std::ofstream(absl::GetFlag(FLAGS_json_out)) << summary.dump(2) << "\n";
   }
-  std::cerr << "tpserve-bench: " << summary["ok"] << "/" << requests << " ok in " << duration_s
-            << " s; " << summary["output_tokens_per_s"] << " output tokens/s; TTFT p50 "
-            << summary["ttft_s"]["p50"] << " s; ITL p50 " << summary["itl_s"]["p50"] << " s\n";
+  std::cerr << "tpserve-bench: " << tpserve::client::SummaryLine(summary) << "\n";
   return summary["ok"].get<int64_t>() > 0 ? 0 : 1;
 }
 

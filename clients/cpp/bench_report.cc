@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 
 namespace tpserve::client {
 
@@ -36,8 +39,10 @@ nlohmann::json Summarize(const std::vector<RequestRecord>& records, double durat
   int64_t ok = 0;
   int64_t output_tokens = 0;
   int64_t prompt_tokens = 0;
+  int64_t resumes = 0;
   for (const RequestRecord& r : records) {
     output_tokens += r.output_tokens;
+    resumes += r.resumes;
     if (!r.error.empty()) {
       ++errors[r.error];
       continue;
@@ -55,6 +60,7 @@ nlohmann::json Summarize(const std::vector<RequestRecord>& records, double durat
           {"requests", records.size()},
           {"ok", ok},
           {"errors", errors},
+          {"resumes", resumes},
           {"duration_s", duration_s},
           {"requests_per_s", static_cast<double>(ok) / d},
           {"prompt_tokens", prompt_tokens},
@@ -63,6 +69,22 @@ nlohmann::json Summarize(const std::vector<RequestRecord>& records, double durat
           {"ttft_s", Stats(ttft)},
           {"itl_s", Stats(itl)},
           {"e2e_s", Stats(e2e)}};
+}
+
+std::string SummaryLine(const nlohmann::json& summary) {
+  int64_t failed = 0;
+  std::string by_code;
+  for (const auto& [code, n] : summary["errors"].items()) {
+    failed += n.get<int64_t>();
+    absl::StrAppend(&by_code, by_code.empty() ? "" : ", ", code, ": ", n.get<int64_t>());
+  }
+  return absl::StrCat(summary["ok"].get<int64_t>(), "/", summary["requests"].get<int64_t>(),
+                      " ok in ", summary["duration_s"].get<double>(), " s; ", failed, " errors",
+                      by_code.empty() ? "" : absl::StrCat(" {", by_code, "}"), "; ",
+                      summary["resumes"].get<int64_t>(), " resumes; ",
+                      summary["output_tokens_per_s"].get<double>(), " output tokens/s; TTFT p50 ",
+                      summary["ttft_s"]["p50"].get<double>(), " s; ITL p50 ",
+                      summary["itl_s"]["p50"].get<double>(), " s");
 }
 
 }  // namespace tpserve::client

@@ -1,13 +1,17 @@
 // tpserve-cli: the command-line client of a tpserve server.
-//   generate PROMPT   stream the answer (--json: one JSON object per streamed message)
+//   generate PROMPT   stream the answer (--json: one JSON object per streamed message; the
+//                     first also has the seed the server reports)
 //   chat              interactive; keeps the conversation; Ctrl-C cancels the current answer
 //   tokenize TEXT     token ids and pieces
 //   info              the served model, world and limits
 //   health            grpc.health.v1: exits 0 when SERVING
-// Exit status: 0 on success; otherwise the gRPC status code (1..16) with "CODE: message" on
-// stderr, and 64 for a usage error.
+// A stream that breaks (UNAVAILABLE: a restarting or draining server, a reset connection) is
+// resent up to --max_resumes times with what arrived so far and continues where it broke;
+// each resend is one line on stderr. Exit status: 0 on success; otherwise the gRPC status code
+// (1..16) with "CODE: message" on stderr, and 64 for a usage error.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <iostream>
 #include <string>
@@ -37,6 +41,9 @@ ABSL_FLAG(uint32_t, max_tokens, 256, "largest number of tokens to generate");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating past the end-of-sequence token");
 ABSL_FLAG(std::string, request_id, "", "the request's id");
 ABSL_FLAG(bool, add_special_tokens, false, "tokenize: add BOS when the model asks for it");
+ABSL_FLAG(int32_t, max_resumes, 8,
+          "generate/chat: resends of a stream that broke (UNAVAILABLE, a reset), continuing "
+          "where it broke; 0: none");
 
 namespace {
 
@@ -59,6 +66,7 @@ constexpr char kUsage[] =
     "  --stop_token_ids --ignore_eos\n"
     "  --logprobs; --temperature to --seed are sent only when given, and the server's\n"
     "  defaults apply without them (temperature 1, a seed it draws)\n"
+    "  --max_resumes N: resends of a broken stream, continuing it (default 8; 0: none)\n"
     "security flags: --tls_ca_file F [--tls_cert_file F --tls_key_file F] (TLS, mutual TLS)\n"
     "  --api_key KEY (default: $TPSERVE_API_KEY)\n"
     "flags may be written with dashes or underscores (--max-tokens = --max_tokens)\n";
@@ -148,7 +156,14 @@ json ToJson(const GenerateResponse& m) {
                   {"completion_tokens", m.usage().completion_tokens()}};
   }
   if (!m.request_id().empty()) j["request_id"] = m.request_id();
+  if (m.has_seed()) j["seed"] = m.seed();  // the first message of each stream
   return j;
+}
+
+// One line on stderr for each resend of a broken stream.
+void LogResume(int64_t tokens_received, const grpc::Status& broken) {
+  std::cerr << "tpserve-cli: resuming after " << tokens_received << " tokens: " << Describe(broken)
+            << "\n";
 }
 
 int Fail(const grpc::Status& status) {
@@ -177,14 +192,17 @@ int RunGenerate(GenerationClient& client, const std::string& prompt) {
     request.set_prompt(prompt);
   }
   const bool as_json = absl::GetFlag(FLAGS_json);
-  const grpc::Status status = client.Generate(request, [&](const GenerateResponse& m) {
-    if (as_json) {
-      std::cout << ToJson(m).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
-    } else {
-      std::cout << m.text();
-    }
-    std::cout.flush();
-  });
+  const grpc::Status status = client.Generate(
+      request,
+      [&](const GenerateResponse& m) {
+        if (as_json) {
+          std::cout << ToJson(m).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+        } else {
+          std::cout << m.text();
+        }
+        std::cout.flush();
+      },
+      LogResume);
   if (!status.ok()) return Fail(status);
   if (!as_json) std::cout << "\n";
   return 0;
@@ -226,10 +244,13 @@ int RunChat(GenerationClient& client) {
         absl::SleepFor(absl::Milliseconds(20));
       }
     });
-    const grpc::Status status = client.Generate(request, [&](const GenerateResponse& m) {
-      answer += m.text();
-      std::cout << m.text() << std::flush;
-    });
+    const grpc::Status status = client.Generate(
+        request,
+        [&](const GenerateResponse& m) {
+          answer += m.text();
+          std::cout << m.text() << std::flush;
+        },
+        LogResume);
     streaming.store(false);
     watcher.join();
     std::cout << "\n";
@@ -304,7 +325,10 @@ int Main(int argc, char** argv) {
   absl::StatusOr<tpserve::client::ClientCredentials> credentials =
       tpserve::client::MakeClientCredentials(tpserve::client::ClientSecurityFromFlags());
   if (!credentials.ok()) return UsageError(std::string{credentials.status().message()});
-  GenerationClient client(absl::GetFlag(FLAGS_server), absl::Seconds(timeout_s), *credentials);
+  tpserve::client::ResumePolicy resume;
+  resume.max_resumes = std::max(0, absl::GetFlag(FLAGS_max_resumes));
+  GenerationClient client(absl::GetFlag(FLAGS_server), absl::Seconds(timeout_s), *credentials,
+                          resume);
   const std::string rest =
       args.size() > 2 ? absl::StrJoin(std::vector<std::string>(args.begin() + 2, args.end()), " ")
                       : std::string();

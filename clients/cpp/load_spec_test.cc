@@ -77,14 +77,15 @@ TEST(BenchReportTest, PercentilesInterpolate) {
   EXPECT_EQ(Percentile(&none, 50), 0);
 }
 
-TEST(BenchReportTest, SummaryCountsTokensLatenciesAndErrors) {
-  RequestRecord a{0.0, 1.0, {0.2, 0.5, 1.0}, 10, 3, ""};
+TEST(BenchReportTest, SummaryCountsTokensLatenciesErrorsAndResumes) {
+  RequestRecord a{0.0, 1.0, {0.2, 0.5, 1.0}, 10, 3, "", /*resumes=*/2};
   RequestRecord b{0.5, 1.5, {0.6, 1.5}, 12, 2, ""};
-  RequestRecord c{0.1, 0.2, {}, 0, 0, "INVALID_ARGUMENT"};
+  RequestRecord c{0.1, 0.2, {}, 0, 0, "UNAVAILABLE", /*resumes=*/1};
   const nlohmann::json s = Summarize({a, b, c}, 2.0, {{"label", "x"}});
   EXPECT_EQ(s["requests"], 3);
   EXPECT_EQ(s["ok"], 2);
-  EXPECT_EQ(s["errors"]["INVALID_ARGUMENT"], 1);
+  EXPECT_EQ(s["errors"]["UNAVAILABLE"], 1);
+  EXPECT_EQ(s["resumes"], 3);  // failed requests' resends count too
   EXPECT_EQ(s["output_tokens"], 5);
   EXPECT_DOUBLE_EQ(s["output_tokens_per_s"].get<double>(), 2.5);
   EXPECT_DOUBLE_EQ(s["requests_per_s"].get<double>(), 1.0);
@@ -94,6 +95,9 @@ TEST(BenchReportTest, SummaryCountsTokensLatenciesAndErrors) {
   EXPECT_NEAR(s["itl_s"]["p50"].get<double>(), 0.5, 1e-12);
   EXPECT_NEAR(s["e2e_s"]["p50"].get<double>(), 1.0, 1e-12);
   EXPECT_EQ(s["config"]["label"], "x");
+  EXPECT_EQ(SummaryLine(s),
+            "2/3 ok in 2 s; 1 errors {UNAVAILABLE: 1}; 3 resumes; 2.5 output tokens/s; "
+            "TTFT p50 0.15 s; ITL p50 0.5 s");
 }
 
 }  // namespace
