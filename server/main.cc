@@ -120,6 +120,10 @@ ABSL_FLAG(int64_t, max_running, 64, "serve/coordinator: sequences in the running
 ABSL_FLAG(int32_t, drain_timeout_s, 30,
           "serve/coordinator: on SIGTERM, how long running streams may take to finish");
 ABSL_FLAG(int32_t, step_timeout_s, 30, "serve/coordinator: deadline of one worker step");
+ABSL_FLAG(double, hang_timeout_s, 2.0,
+          "serve/coordinator: a worker that sends nothing (not even its heartbeat) for this long "
+          "is hung: the world is rebuilt without waiting for the step deadline, and serve "
+          "restarts that child (0: off)");
 ABSL_FLAG(std::string, step_trace_file, "",
           "serve/coordinator: write one JSON line per worker step here (wall, overhead, each "
           "rank's compute and collective time, in microseconds)");
@@ -269,6 +273,7 @@ absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {
   c.pool.threads = static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_threads)));
   c.pool.dequantize = absl::GetFlag(FLAGS_dequantize);
   c.pool.step_deadline = absl::Seconds(absl::GetFlag(FLAGS_step_timeout_s));
+  c.pool.hang_timeout = absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_hang_timeout_s)));
   o.tp = absl::GetFlag(FLAGS_tp);
   absl::StatusOr<std::vector<int>> devices = ParseDevices(absl::GetFlag(FLAGS_devices));
   if (!devices.ok()) return devices.status();

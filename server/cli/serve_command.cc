@@ -50,6 +50,10 @@ absl::Status RunServe(ServeOptions options) {
                                                      options.metrics_port, absl::Seconds(60),
                                                      options.devices, std::move(worker_args)));
     options.coordinator.pool.workers = workers->addresses();
+    // A hung child is killed, then restarted like one that died (the pool outlives neither).
+    options.coordinator.pool.on_hung = [children = workers.get()](int rank) {
+      children->Kill(rank);
+    };
     options.coordinator.pool.credentials = MakeClusterChannelCredentials(cluster->coordinator());
   } else {
     ASSIGN_OR_RETURN(options.coordinator.pool.credentials,

@@ -140,6 +140,15 @@ void WorkerProcesses::Monitor() {
   }
 }
 
+void WorkerProcesses::Kill(int rank) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_ || rank < 0 || static_cast<size_t>(rank) >= children_.size()) return;
+  const pid_t pid = children_[static_cast<size_t>(rank)].pid;
+  if (pid <= 0) return;
+  LOG(WARNING) << "killing worker rank " << rank << " (pid " << pid << "): found hung";
+  kill(pid, SIGKILL);
+}
+
 std::vector<std::string> WorkerProcesses::addresses() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::string> out;

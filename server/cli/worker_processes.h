@@ -1,7 +1,8 @@
 // WorkerProcesses: the local worker children of `tpserve serve`. Spawns `tpserve worker`
 // once per rank on a free loopback port, ties each child's life to this process
 // (PR_SET_PDEATHSIG), restarts a child that dies on the same port (the coordinator's world
-// then recovers), and stops them all, bounded. Thread-safe.
+// then recovers), kills one found hung so that it is restarted, and stops them all, bounded.
+// Thread-safe.
 #ifndef TPSERVE_SERVER_CLI_WORKER_PROCESSES_H_
 #define TPSERVE_SERVER_CLI_WORKER_PROCESSES_H_
 
@@ -34,6 +35,8 @@ class WorkerProcesses {
 
   // "127.0.0.1:port" of each rank.
   std::vector<std::string> addresses() const;
+  // SIGKILLs rank `rank`'s child (one found hung); the monitor restarts it.
+  void Kill(int rank) ABSL_LOCKS_EXCLUDED(mu_);
   // SIGTERM, then SIGKILL past `grace`; reaps every child. Idempotent.
   void Stop(absl::Duration grace = absl::Seconds(10)) ABSL_LOCKS_EXCLUDED(mu_);
 

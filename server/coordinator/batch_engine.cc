@@ -169,6 +169,11 @@ void BatchEngine::Loop() {
     TakeInbox();
     ReapCancelled();
     if (requests_.empty()) {
+      if (absl::Status health = executor_->health(); !health.ok()) {  // e.g. a hung worker
+        LOG(ERROR) << "the world went down between steps: " << health;
+        WorldDown(health);
+        continue;
+      }
       Publish();
       absl::MutexLock lock(&mu_);
       mu_.AwaitWithTimeout(absl::Condition(
@@ -206,6 +211,7 @@ bool BatchEngine::RecoverWorld() {
   const absl::Status started = executor_->Start();
   if (!started.ok()) {
     LOG(WARNING) << "the worker world did not start: " << started;
+    WorldDown(started);
     if (!options_.restart_world) {
       StopFatal(started, started);
       return false;
@@ -246,14 +252,26 @@ bool BatchEngine::RecoverWorld() {
   }
   world_up_ = true;
   ever_up_ = true;
-  metrics_->SetWorldUp(true);
+  metrics_->SetWorldUp();
   {
     absl::MutexLock lock(&mu_);
     stats_.comm_backend = executor_->comm_backend();
+    stats_.down_reason.clear();
   }
   Publish();  // the capacity Submit checks against
   SetReady(true);
   return true;
+}
+
+void BatchEngine::WorldDown(const absl::Status& why) {
+  if (world_up_) down_since_ = absl::Now();
+  world_up_ = false;
+  metrics_->SetWorldDown(executor_->down_rank());
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.down_reason = static_cast<std::string>(why.message());
+  }
+  SetReady(false);
 }
 
 void BatchEngine::TakeInbox() {
@@ -325,10 +343,7 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
   }
   absl::StatusOr<StepOutcome> outcome = executor_->RunStep(step);
   if (!outcome.ok()) {
-    world_up_ = false;
-    down_since_ = absl::Now();
-    metrics_->SetWorldUp(false);
-    SetReady(false);
+    WorldDown(outcome.status());
     if (!options_.restart_world) {
       LOG(ERROR) << "step " << step.step_id() << " failed: " << outcome.status();
       StopFatal(outcome.status(), outcome.status());
@@ -359,6 +374,7 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
   metrics_->prefix_cache_hits.Increment(static_cast<double>(plan.prefix_hits));
   for (const PlannedSequence& e : plan.entries) {
     Request& request = *requests_.at(e.seq->id);
+    request.failed_steps = 0;  // only failures in a row mark a request as poison
     if (request.admitted) continue;
     request.admitted = true;
     metrics_->queue_duration.Observe(Seconds(now - request.arrival));

@@ -40,9 +40,10 @@ struct BatchEngineOptions {
   int64_t max_queue = 256;                              // requests waiting for admission
   absl::Duration recovery_timeout = absl::Seconds(60);  // world down → fail waiting requests
   absl::Duration restart_backoff = absl::Seconds(1);    // between attempts to restart
-  // A request in this many steps that took the world down is failed (UNAVAILABLE), so that
-  // one that breaks its workers every time (or a worker that refuses it) cannot hold the
-  // server in a loop of rebuilds.
+  // A request in this many steps in a row that took the world down (with no step of it
+  // succeeding between them) is failed (UNAVAILABLE), so that one that breaks its workers
+  // every time (or a worker that refuses it) cannot hold the server in a loop of rebuilds,
+  // while requests that merely lived through many worker deaths go on.
   int max_failed_steps = 3;
   // Before the first world is up, this many starts in a row that a worker refused
   // (FAILED_PRECONDITION: it could not load the model, or refused the Init) stop the engine
@@ -70,6 +71,7 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t generated_tokens = 0;
   std::string comm_backend;  // the world's communicator ("shm", "gloo", ...); empty before
+  std::string down_reason;   // why the world is down (naming the rank); empty while it is up
 };
 
 class BatchEngine {
@@ -107,6 +109,8 @@ class BatchEngine {
   void Loop();
   // Restarts the world; fails requests that waited past recovery_timeout. False on failure.
   bool RecoverWorld();
+  // The world is down (`why`): not ready, its blamed rank's metric 0, until RecoverWorld.
+  void WorldDown(const absl::Status& why);
   // Fails every request with `requests` and stops the loop with fatal() = `fatal`.
   void StopFatal(const absl::Status& requests, const absl::Status& fatal);
   void TakeInbox() ABSL_LOCKS_EXCLUDED(mu_);

@@ -351,6 +351,10 @@ class ScriptedWorld final : public StepExecutor {
     up_ = start_error_.ok();
     return start_error_;
   }
+  absl::Status health() const override {
+    absl::MutexLock lock(&mu_);
+    return up_ ? absl::OkStatus() : absl::UnavailableError("the world is down");
+  }
   absl::StatusOr<StepOutcome> RunStep(const tpserve::v1::Step& step) override {
     absl::MutexLock lock(&mu_);
     if (!up_) return absl::UnavailableError("the world is down");
@@ -359,6 +363,13 @@ class ScriptedWorld final : public StepExecutor {
       up_ = false;
       return absl::InternalError("rank 0: injected step failure");
     }
+    if (fail_after_success_ > 0 && !last_failed_) {
+      --fail_after_success_;
+      last_failed_ = true;
+      up_ = false;
+      return absl::UnavailableError("rank 1: injected death");
+    }
+    last_failed_ = false;
     StepOutcome outcome;
     for (const tpserve::v1::StepSequence& seq : step.sequences()) {
       steps_.push_back({seq.start_pos(), seq.token_ids_size()});
@@ -376,6 +387,16 @@ class ScriptedWorld final : public StepExecutor {
   void FailNextSteps(int n) {
     absl::MutexLock lock(&mu_);
     fail_steps_ = n;
+  }
+  // The next `n` steps that follow a successful one fail (the world going down each time).
+  void FailEveryOtherStep(int n) {
+    absl::MutexLock lock(&mu_);
+    fail_after_success_ = n;
+  }
+  // The world goes down between steps (a worker found hung while idle).
+  void GoDown() {
+    absl::MutexLock lock(&mu_);
+    up_ = false;
   }
   void RefuseStarts(absl::Status error) {
     absl::MutexLock lock(&mu_);
@@ -397,6 +418,8 @@ class ScriptedWorld final : public StepExecutor {
   bool up_ ABSL_GUARDED_BY(mu_) = false;
   int starts_ ABSL_GUARDED_BY(mu_) = 0;
   int fail_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int fail_after_success_ ABSL_GUARDED_BY(mu_) = 0;
+  bool last_failed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status start_error_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<int64_t, int>> steps_ ABSL_GUARDED_BY(mu_);
 };
@@ -466,6 +489,40 @@ TEST_F(BatchEngineFakeWorldTest, AFailedStepIsRecomputedOnANewWorld) {
   EXPECT_EQ(recovered->ids(), alone->ids());
   EXPECT_EQ(world_->starts(), 2);
   EXPECT_TRUE(engine_->fatal().ok());
+}
+
+TEST_F(BatchEngineFakeWorldTest, ARequestLivesThroughManyWorldDeathsButNotThroughAPoisonRun) {
+  BatchEngineOptions options;
+  options.max_failed_steps = 2;
+  ASSERT_TRUE(StartEngine(options).ok());
+  auto alone = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine_->Submit(Spec(3, 12), alone).ok());
+  ASSERT_TRUE(alone->Wait().ok());
+  world_->FailEveryOtherStep(6);  // each death is followed by a step that succeeds
+  auto survivor = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine_->Submit(Spec(3, 12), survivor).ok());
+  ASSERT_TRUE(survivor->Wait().ok());
+  EXPECT_EQ(survivor->ids(), alone->ids());
+  EXPECT_EQ(world_->starts(), 7);
+  world_->FailNextSteps(2);  // two failures in a row: the request is given up
+  auto poison = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine_->Submit(Spec(3, 12), poison).ok());
+  const absl::Status closed = poison->Wait();
+  EXPECT_TRUE(absl::IsUnavailable(closed)) << closed;
+  EXPECT_THAT(std::string(closed.message()), ::testing::HasSubstr("failed 2 steps"));
+}
+
+TEST_F(BatchEngineFakeWorldTest, AWorldThatGoesDownWhileIdleIsSeenAndRebuilt) {
+  ASSERT_TRUE(StartEngine({}).ok());
+  ASSERT_EQ(world_->starts(), 1);
+  world_->GoDown();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (world_->starts() < 2 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(world_->starts(), 2) << "the idle engine did not notice its world went down";
+  ASSERT_TRUE(engine_->AwaitReady(absl::Seconds(10)).ok());
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine_->Submit(Spec(3, 4), sink).ok());
+  EXPECT_TRUE(sink->Wait().ok());
 }
 
 // One-shot (tpserve generate): the world's error ends the request and the engine.

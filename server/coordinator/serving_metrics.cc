@@ -71,7 +71,12 @@ ServingMetrics::ServingMetrics(prometheus::Registry& r, int world_size)
                           "(ok, or the gRPC code)")
                     .Register(r)) {
   prometheus::Family<prometheus::Gauge>& up =
-      BuildGauge().Name("tpserve_worker_up").Help("1 while the worker's world is up").Register(r);
+      BuildGauge()
+          .Name("tpserve_worker_up")
+          .Help(
+              "0 for the rank that took the world down (every rank when none is named) until "
+              "the world is up again; 1 otherwise")
+          .Register(r);
   for (int rank = 0; rank < world_size; ++rank) {
     worker_up_.push_back(&up.Add({{"rank", std::to_string(rank)}}));
   }
@@ -89,8 +94,14 @@ void ServingMetrics::CountRequest(const absl::Status& status, absl::string_view 
   requests_.Add({{"api", static_cast<std::string>(api)}, {"status", name}}).Increment();
 }
 
-void ServingMetrics::SetWorldUp(bool up) {
-  for (prometheus::Gauge* g : worker_up_) g->Set(up ? 1 : 0);
+void ServingMetrics::SetWorldUp() {
+  for (prometheus::Gauge* g : worker_up_) g->Set(1);
+}
+
+void ServingMetrics::SetWorldDown(int blamed_rank) {
+  for (size_t rank = 0; rank < worker_up_.size(); ++rank) {
+    if (blamed_rank < 0 || static_cast<size_t>(blamed_rank) == rank) worker_up_[rank]->Set(0);
+  }
 }
 
 }  // namespace tpserve::coordinator

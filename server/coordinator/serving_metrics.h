@@ -24,7 +24,10 @@ class ServingMetrics {
   // One per generation request, at its end (refusals included), by the front end it came
   // through (`api`: "grpc" or "http"); status "ok" when it finished.
   void CountRequest(const absl::Status& status, absl::string_view api);
-  void SetWorldUp(bool up);
+  // tpserve_worker_up: every rank 1; or 0 for the rank blamed for the world's fall (every
+  // rank when `blamed_rank` < 0).
+  void SetWorldUp();
+  void SetWorldDown(int blamed_rank);
 
   prometheus::Histogram& time_to_first_token;
   prometheus::Histogram& inter_token_latency;

@@ -58,6 +58,11 @@ class StepExecutor {
   // The communicator the world's ranks use ("shm", "gloo", "nccl", "local"); valid after a
   // successful Start().
   virtual std::string comm_backend() const = 0;
+  // Between steps: OK while the world is up; why it went down otherwise (e.g. a worker found
+  // hung while idle), which the next RunStep would also fail with.
+  virtual absl::Status health() const { return absl::OkStatus(); }
+  // The rank the last failure blamed; -1 when none is named.
+  virtual int down_rank() const { return -1; }
 };
 
 }  // namespace tpserve::coordinator

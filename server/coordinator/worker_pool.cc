@@ -30,6 +30,19 @@ namespace {
 // 113 µs to notice a result after 20 ms asleep, 5 µs when polling).
 constexpr absl::Duration kPollAfterWake = absl::Milliseconds(2);
 
+// How often the watchdog looks for silent ranks.
+constexpr absl::Duration kWatchPeriod = absl::Milliseconds(100);
+// Extra silence allowed before a rank's first message of a world: it may still be closing
+// (and abandoning the load of) its previous Session.
+constexpr absl::Duration kFirstWordGrace = absl::Seconds(10);
+
+// Workers heartbeat this often: several beats fit in the hang timeout, within the bounds
+// workers accept.
+absl::Duration HeartbeatInterval(absl::Duration hang_timeout) {
+  if (hang_timeout <= absl::ZeroDuration()) return absl::ZeroDuration();
+  return std::clamp(hang_timeout / 8, absl::Milliseconds(10), absl::Seconds(1));
+}
+
 std::string HostOf(const std::string& address) {
   if (!address.empty() && address.front() == '[') {  // [v6]:port
     return address.substr(1, address.find(']') - 1);
@@ -51,7 +64,7 @@ std::unique_ptr<comm::ShmStepLink> OpenStepLink(int world_size) {
 // The Init that opens `rank`'s session in world `generation`; `step_link` names the
 // shared-memory link (empty: none).
 CoordinatorMessage InitMessage(const WorkerPoolOptions& options, int rank, uint64_t generation,
-                               const std::string& step_link) {
+                               uint64_t epoch, const std::string& step_link) {
   protocol::WorldAssignment world;
   world.model_path = options.model_path;
   world.rank = rank;
@@ -65,6 +78,8 @@ CoordinatorMessage InitMessage(const WorkerPoolOptions& options, int rank, uint6
   world.threads = options.threads;
   world.dequantize = options.dequantize;
   world.step_link = step_link;
+  world.coordinator_epoch = epoch;
+  world.heartbeat_interval = HeartbeatInterval(options.hang_timeout);
   CoordinatorMessage message;
   *message.mutable_init() = protocol::EncodeInit(world);
   return message;
@@ -105,9 +120,57 @@ struct WorkerPool::Session {
   int64_t returned_unix_ns = 0;  // its result arrived
 };
 
-WorkerPool::WorkerPool(WorkerPoolOptions options) : options_(std::move(options)) {}
+WorkerPool::WorkerPool(WorkerPoolOptions options)
+    : options_(std::move(options)),
+      epoch_(options_.coordinator_epoch != 0 ? options_.coordinator_epoch
+                                             : static_cast<uint64_t>(absl::GetCurrentTimeNanos())) {
+  if (options_.hang_timeout > absl::ZeroDuration()) watchdog_ = std::thread([this] { Watch(); });
+}
 
-WorkerPool::~WorkerPool() { Shutdown("pool destroyed"); }
+WorkerPool::~WorkerPool() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_watch_ = true;
+  }
+  if (watchdog_.joinable()) watchdog_.join();
+  Shutdown("pool destroyed");
+}
+
+int WorkerPool::down_rank() const {
+  absl::MutexLock lock(&mu_);
+  return down_rank_;
+}
+
+void WorkerPool::Watch() {
+  while (true) {
+    int hung = -1;
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop_watch_), kWatchPeriod)) return;
+      hung = FindHungLocked();
+    }
+    if (hung >= 0 && options_.on_hung) options_.on_hung(hung);
+  }
+}
+
+int WorkerPool::FindHungLocked() {
+  if (state_ != State::kStarting && state_ != State::kUp) return -1;
+  const absl::Time now = absl::Now();
+  for (int rank = 0; rank < static_cast<int>(last_heard_.size()); ++rank) {
+    const absl::Duration silent = now - last_heard_[rank];
+    const absl::Duration bound =
+        options_.hang_timeout + (heard_[rank] ? absl::ZeroDuration() : kFirstWordGrace);
+    if (silent <= bound) continue;
+    MarkDownLocked(rank, absl::StatusCode::kUnavailable,
+                   absl::StrCat("silent for ",
+                                absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))),
+                                " (heartbeats every ",
+                                absl::FormatDuration(HeartbeatInterval(options_.hang_timeout)),
+                                "): hung or stopped"));
+    return rank;
+  }
+  return -1;
+}
 
 int64_t WorkerPool::kv_blocks() const {
   absl::MutexLock lock(&mu_);
@@ -147,6 +210,7 @@ void WorkerPool::MarkDown(int rank, absl::StatusCode code, const std::string& re
 void WorkerPool::MarkDownLocked(int rank, absl::StatusCode code, const std::string& reason) {
   if (state_ != State::kStarting && state_ != State::kUp) return;  // first reason wins
   state_ = State::kDown;
+  down_rank_ = rank;
   const std::string address = rank >= 0 && rank < world_size() ? options_.workers[rank] : "?";
   down_ =
       absl::Status(code, absl::StrCat("world generation ", generation_, " is down: worker rank ",
@@ -162,14 +226,7 @@ absl::Status WorkerPool::Start() {
   if (options_.workers.empty()) return absl::InvalidArgumentError("WorkerPool: no workers");
   uint64_t generation = 0;
   rendezvous_.Open();
-  {
-    absl::MutexLock lock(&mu_);
-    state_ = State::kStarting;
-    generation = ++generation_;
-    kv_blocks_ = 0;
-    vocab_size_ = 0;
-  }
-  if (options_.step_link) link_ = OpenStepLink(world_size());
+  // The sessions exist before the world is starting: from then on the watchdog may mark it down.
   for (int r = 0; r < world_size(); ++r) {
     auto s = std::make_unique<Session>();
     s->rank = r;
@@ -179,6 +236,17 @@ absl::Status WorkerPool::Start() {
                                                     : grpc::InsecureChannelCredentials()));
     sessions_.push_back(std::move(s));
   }
+  {
+    absl::MutexLock lock(&mu_);
+    state_ = State::kStarting;
+    generation = ++generation_;
+    kv_blocks_ = 0;
+    vocab_size_ = 0;
+    down_rank_ = -1;
+    last_heard_.assign(sessions_.size(), absl::Now());
+    heard_.assign(sessions_.size(), false);
+  }
+  if (options_.step_link) link_ = OpenStepLink(world_size());
   for (const auto& s : sessions_) {
     s->stream = s->stub->Session(&s->context);
     {
@@ -187,7 +255,7 @@ absl::Status WorkerPool::Start() {
     }
     s->reader = std::thread([this, session = s.get()] { ReadLoop(session); });
     const CoordinatorMessage message =
-        InitMessage(options_, s->rank, generation, link_ != nullptr ? link_->name() : "");
+        InitMessage(options_, s->rank, generation, epoch_, link_ != nullptr ? link_->name() : "");
     if (!Write(s.get(), message)) {
       MarkDown(s->rank, absl::StatusCode::kUnavailable, "cannot send Init (unreachable?)");
     }
@@ -246,7 +314,14 @@ absl::Status WorkerPool::AdoptReadiesLocked() {
 void WorkerPool::ReadLoop(Session* s) {
   WorkerMessage message;
   while (s->stream->Read(&message)) {
+    {
+      absl::MutexLock lock(&mu_);
+      last_heard_[s->rank] = absl::Now();
+      heard_[s->rank] = true;
+    }
     switch (message.kind_case()) {
+      case WorkerMessage::kHeartbeat:  // only its arrival matters
+        break;
       case WorkerMessage::kStoreRequest:
         ServeStoreRequest(s, message.store_request());
         break;
@@ -410,6 +485,7 @@ absl::Status WorkerPool::AwaitResultsOnLink(uint64_t step_id, absl::Time deadlin
         }
         s->result = std::move(result);
         s->returned_unix_ns = absl::GetCurrentTimeNanos();
+        last_heard_[s->rank] = absl::Now();
       }
       if (joined) return absl::OkStatus();
       if (absl::Now() >= deadline) {

@@ -6,7 +6,8 @@
 // go through a shared-memory step link (ShmStepLink, offered in Init) instead of the Session
 // streams.
 //
-// A broken stream, a worker's error or a missed deadline marks the world DOWN with the
+// A broken stream, a worker's error, a missed deadline or a worker silent past hang_timeout
+// (workers heartbeat on their Session, whatever they are doing) marks the world DOWN with the
 // worker's rank and reason; the pool cancels every Session (so the workers abort their
 // communicators and can be re-initialised), and every later RunStep fails fast with
 // UNAVAILABLE until Start() builds a new world generation.
@@ -20,6 +21,7 @@
 #define TPSERVE_SERVER_COORDINATOR_WORKER_POOL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,6 +66,17 @@ struct WorkerPoolOptions {
   // Offer the workers a shared-memory step link (ShmStepLink); used when every worker maps it,
   // i.e. every worker is on this host.
   bool step_link = true;
+  // A worker that sends nothing (it heartbeats every hang_timeout / 4) for this long is hung or
+  // stopped: the world is marked down naming it, and `on_hung` is called. Zero: no heartbeats.
+  // Before a rank's first message of a world, kFirstWordGrace more is allowed (it may still
+  // be closing its previous Session).
+  absl::Duration hang_timeout = absl::Seconds(2);
+  // Called (on the watchdog thread, no lock held) with the rank found hung; e.g. `serve` kills
+  // that child so that it is restarted. May be empty.
+  std::function<void(int rank)> on_hung;
+  // Sent in every Init: a later epoch takes busy workers over from an earlier coordinator.
+  // 0: this process's start time (unix ns), taken when the pool is made.
+  uint64_t coordinator_epoch = 0;
 };
 
 // Splits "h:p,h:p" into addresses; InvalidArgument for an empty list or a bad entry.
@@ -101,6 +114,10 @@ class WorkerPool final : public StepExecutor {
   bool steps_over_link() const { return use_link_; }
   // OK while the world is up; the DOWN reason otherwise (UNAVAILABLE before Start()).
   absl::Status status() const;
+  absl::Status health() const override { return status(); }
+  // The rank that took the world down last (-1: none named).
+  int down_rank() const override;
+  uint64_t coordinator_epoch() const { return epoch_; }
 
  private:
   struct Session;  // one worker's stream, reader thread and results
@@ -129,6 +146,11 @@ class WorkerPool final : public StepExecutor {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Cancels and joins every Session and rendezvous operation; forgets the generation's keys.
   void Teardown();
+  // Watchdog thread: every kWatchPeriod, marks the world down when a rank has been silent
+  // past hang_timeout, then calls on_hung.
+  void Watch() ABSL_LOCKS_EXCLUDED(mu_);
+  // The rank silent past its bound now, or -1; records it as down_rank_.
+  int FindHungLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const WorkerPoolOptions options_;
   RendezvousServer rendezvous_;
@@ -143,6 +165,14 @@ class WorkerPool final : public StepExecutor {
   int32_t vocab_size_ ABSL_GUARDED_BY(mu_) = 0;
   std::string comm_backend_ ABSL_GUARDED_BY(mu_);
   int readers_alive_ ABSL_GUARDED_BY(mu_) = 0;
+  int down_rank_ ABSL_GUARDED_BY(mu_) = -1;
+  // [world_size] when each rank's Session last delivered a message (or, before its first, when
+  // its Init went), and whether it has spoken in this generation.
+  std::vector<absl::Time> last_heard_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> heard_ ABSL_GUARDED_BY(mu_);
+  bool stop_watch_ ABSL_GUARDED_BY(mu_) = false;
+  const uint64_t epoch_;
+  std::thread watchdog_;
   std::vector<std::unique_ptr<Session>> sessions_;  // [world_size]; owner thread only
   // This generation's step link: made by Start before the readers, reset by Teardown after
   // them (readers only Ring it); used for Steps when every worker mapped it.

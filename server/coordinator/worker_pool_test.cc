@@ -165,16 +165,37 @@ TEST(WorkerPoolTest, InitErrorsSurfaceWithTheRank) {
   EXPECT_TRUE(absl::IsUnavailable(pool.RunStep(PrefillStep(1)).status()));
 }
 
-TEST(WorkerPoolTest, SecondConcurrentSessionIsRefused) {
+TEST(WorkerPoolTest, ASecondCoordinatorOfAnEarlierOrEqualEpochIsRefused) {
   auto worker = StartWorker();
-  WorkerPool first(PoolOptions({worker.get()}));
+  WorkerPoolOptions options = PoolOptions({worker.get()});
+  options.coordinator_epoch = 2000;
+  WorkerPool first(options);
   ASSERT_TRUE(first.Start().ok()) << first.status();
-  WorkerPool second(PoolOptions({worker.get()}));
-  absl::Status status = second.Start();
-  EXPECT_FALSE(status.ok());
-  EXPECT_NE(status.message().find("rank 0"), std::string::npos) << status;
-  EXPECT_NE(status.message().find("already serves a Session"), std::string::npos) << status;
+  for (uint64_t epoch : {uint64_t{2000}, uint64_t{1000}}) {
+    options.coordinator_epoch = epoch;
+    WorkerPool second(options);
+    absl::Status status = second.Start();
+    EXPECT_FALSE(status.ok());
+    EXPECT_NE(status.message().find("rank 0"), std::string::npos) << status;
+    EXPECT_NE(status.message().find("already serves a Session"), std::string::npos) << status;
+  }
   EXPECT_TRUE(first.RunStep(PrefillStep(1)).ok());  // the first world is untouched
+}
+
+TEST(WorkerPoolTest, ACoordinatorOfALaterEpochTakesTheWorkersOver) {
+  auto worker = StartWorker();
+  WorkerPoolOptions options = PoolOptions({worker.get()});
+  options.coordinator_epoch = 1000;
+  WorkerPool first(options);
+  ASSERT_TRUE(first.Start().ok()) << first.status();
+  options.coordinator_epoch = 2000;
+  WorkerPool second(options);
+  ASSERT_TRUE(second.Start().ok()) << second.status();
+  EXPECT_TRUE(second.RunStep(PrefillStep(1)).ok());
+  EXPECT_FALSE(first.RunStep(PrefillStep(2)).ok());  // the old world is gone
+  EXPECT_NE(first.status().message().find("superseded"), std::string::npos) << first.status();
+  EXPECT_FALSE(first.Start().ok()) << "an earlier coordinator took the workers back";
+  EXPECT_TRUE(second.RunStep(PrefillStep(3)).ok());
 }
 
 TEST(WorkerPoolTest, UnreachableWorkerIsReportedNotAwaited) {

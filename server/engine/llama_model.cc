@@ -54,7 +54,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const model::Weight
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> m,
                    Begin(weights.config(), plan, backend, comm, options));
   RETURN_IF_ERROR(m->LoadWeights(weights));
-  weights.ReleaseResidentPages();  // the weights are the backend's now
+  m->options_.cancelled = nullptr;  // only the load polls it
+  weights.ReleaseResidentPages();   // the weights are the backend's now
   RETURN_IF_ERROR(m->Finish());
   return m;
 }
@@ -114,7 +115,7 @@ absl::Status LlamaModel::LoadWeights(const model::WeightSource& weights) {
   const model::Range q_rows = plan_.q_rows();
   const model::Range kv_rows = plan_.kv_rows();
   const model::Range ffn = plan_.ffn;
-  WeightLoader loader(&weights, backend_, options_.dequantize);
+  WeightLoader loader(&weights, backend_, options_.dequantize, options_.cancelled);
   // Column-parallel parts: some rows, every column; row-parallel: every row, some columns.
   auto rows_of = [&](const std::string& name, model::Range r) {
     return WeightPart{name, r, all_d};

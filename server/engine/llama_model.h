@@ -9,6 +9,7 @@
 #define TPSERVE_SERVER_ENGINE_LLAMA_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct EngineOptions {
   int64_t kv_blocks = 0;                  // when > 0: exactly this many blocks (budget unused)
   bool dequantize = false;  // exact mode: every weight dequantised to the backend's weight_dtype
                             // at load (else kept in its file's blocks where the backend can)
+  // Polled by Load between tensors (and chunks of a large one); once it returns true, Load
+  // abandons the load and returns Cancelled. Empty: never. Not kept past Load.
+  std::function<bool()> cancelled;
 };
 
 class LlamaModel {
@@ -39,7 +43,7 @@ class LlamaModel {
   // Reads this rank's slice of every weight from `weights` (only that slice is read; kept in
   // its blocks or dequantised, see WeightLoader) and uploads it into `backend`, sizes the KV cache
   // from the budget and the workspaces from the options. `backend` and `comm` must outlive the
-  // model.
+  // model. Cancelled when options.cancelled abandons the load.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Load(const model::WeightSource& weights,
                                                           const model::ShardPlan& plan,
                                                           Backend* backend,

@@ -12,6 +12,7 @@ namespace tpserve::engine {
 
 absl::StatusOr<Tensor> WeightLoader::Matrix(absl::Span<const WeightPart> parts, int64_t total_rows,
                                             int64_t cols) {
+  RETURN_IF_ERROR(CheckCancelled(parts.front().name));
   // The parts' stored type, whether they share it and whether their columns fall on its blocks.
   bool mixed = false, aligned = true;
   DType stored = DType::kF32;
@@ -30,9 +31,11 @@ absl::StatusOr<Tensor> WeightLoader::Matrix(absl::Span<const WeightPart> parts, 
     host_.assign(static_cast<size_t>(t.bytes()), 0);
     int64_t row = 0;
     for (const WeightPart& part : parts) {
-      RETURN_IF_ERROR(weights_->ReadBlocks(part.name, part.rows.begin, part.rows.end,
-                                           part.cols.begin, part.cols.end,
-                                           host_.data() + row * row_bytes));
+      uint8_t* const out = host_.data() + row * row_bytes;  // [part.rows.size(), row_bytes]
+      RETURN_IF_ERROR(ReadInChunks(part, row_bytes, [&](int64_t begin, int64_t end) {
+        return weights_->ReadBlocks(part.name, begin, end, part.cols.begin, part.cols.end,
+                                    out + (begin - part.rows.begin) * row_bytes);
+      }));
       row += part.rows.size();
     }
     RETURN_IF_ERROR(backend_->Upload(host_.data(), stored, t));
@@ -64,24 +67,47 @@ absl::StatusOr<Tensor> WeightLoader::Matrix(absl::Span<const WeightPart> parts, 
 absl::Status WeightLoader::ReadFloats(absl::Span<const WeightPart> parts, int64_t total_rows,
                                       int64_t cols) {
   floats_.assign(static_cast<size_t>(total_rows * cols), 0.0f);
+  const int64_t row_bytes = cols * static_cast<int64_t>(sizeof(float));
   int64_t row = 0;
   for (const WeightPart& part : parts) {
-    RETURN_IF_ERROR(weights_->ReadSlice(part.name, part.rows.begin, part.rows.end, part.cols.begin,
-                                        part.cols.end, floats_.data() + row * cols));
+    float* const out = floats_.data() + row * cols;  // [part.rows.size(), cols]
+    RETURN_IF_ERROR(ReadInChunks(part, row_bytes, [&](int64_t begin, int64_t end) {
+      return weights_->ReadSlice(part.name, begin, end, part.cols.begin, part.cols.end,
+                                 out + (begin - part.rows.begin) * cols);
+    }));
     row += part.rows.size();
   }
   return absl::OkStatus();
 }
 
+absl::Status WeightLoader::ReadInChunks(const WeightPart& part, int64_t row_bytes,
+                                        const std::function<absl::Status(int64_t, int64_t)>& read) {
+  const int64_t chunk_rows = std::max<int64_t>(1, kChunkBytes / std::max<int64_t>(1, row_bytes));
+  for (int64_t begin = part.rows.begin; begin < part.rows.end; begin += chunk_rows) {
+    RETURN_IF_ERROR(CheckCancelled(part.name));
+    RETURN_IF_ERROR(read(begin, std::min(part.rows.end, begin + chunk_rows)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WeightLoader::CheckCancelled(const std::string& reading) const {
+  if (cancelled_ == nullptr || !cancelled_()) return absl::OkStatus();
+  return absl::CancelledError(
+      absl::StrCat("weight load cancelled after ", tensors_, " tensors, reading ", reading));
+}
+
 absl::StatusOr<Tensor> WeightLoader::Vector(const std::string& name, int64_t n) {
+  RETURN_IF_ERROR(CheckCancelled(name));
   floats_.assign(static_cast<size_t>(n), 0.0f);
   RETURN_IF_ERROR(weights_->ReadRows(name, 0, 1, floats_.data()));
   ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(1, n, DType::kF32));
   RETURN_IF_ERROR(backend_->Upload(floats_.data(), DType::kF32, t));
+  ++tensors_;
   return t;
 }
 
 void WeightLoader::Count(DType dtype) {
+  ++tensors_;
   for (auto& [d, n] : counts_) {
     if (d == dtype) {
       ++n;

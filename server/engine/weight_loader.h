@@ -3,12 +3,16 @@
 // the slice falls on block boundaries; where it cannot (a row-parallel split inside a block,
 // or fused parts stored in different types) it is re-quantised to Q8_0 and the log says so;
 // otherwise, and always in exact mode, it is dequantised to the backend's weight_dtype().
+// A load can be abandoned: the loader polls a caller's `cancelled` before each tensor and
+// each chunk of a large one, and stops with Cancelled once it says so.
 // Not thread-safe; lives for one load.
 #ifndef TPSERVE_SERVER_ENGINE_WEIGHT_LOADER_H_
 #define TPSERVE_SERVER_ENGINE_WEIGHT_LOADER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -28,9 +32,16 @@ struct WeightPart {
 
 class WeightLoader {
  public:
+  // True: abandon the load (polled from the loading thread; any thread may make it true).
+  using CancelFn = std::function<bool()>;
+  // Rows of a tensor read between two polls of `cancelled`: at most this many bytes of them.
+  static constexpr int64_t kChunkBytes = 8 << 20;
+
   // exact: dequantise everything to backend->weight_dtype() (the --dequantize mode).
-  WeightLoader(const model::WeightSource* weights, Backend* backend, bool exact)
-      : weights_(weights), backend_(backend), exact_(exact) {}
+  // cancelled: empty, or polled as above (Matrix and Vector then return Cancelled).
+  WeightLoader(const model::WeightSource* weights, Backend* backend, bool exact,
+               CancelFn cancelled = nullptr)
+      : weights_(weights), backend_(backend), exact_(exact), cancelled_(std::move(cancelled)) {}
 
   // A [total_rows, cols] matrix: the parts stacked by rows (all of `cols` columns), then zero
   // rows up to total_rows.
@@ -45,11 +56,21 @@ class WeightLoader {
  private:
   // floats_ = the parts stacked as f32 [total_rows, cols], zero rows below.
   absl::Status ReadFloats(absl::Span<const WeightPart> parts, int64_t total_rows, int64_t cols);
+  // Calls read(begin, end) for consecutive row ranges covering part.rows, each of at most
+  // kChunkBytes at `row_bytes` a row, polling for cancellation before each.
+  absl::Status ReadInChunks(const WeightPart& part, int64_t row_bytes,
+                            const std::function<absl::Status(int64_t, int64_t)>& read);
+  // Cancelled (naming the tensors loaded so far and the one `reading`) once `cancelled_` says
+  // so; else OK.
+  absl::Status CheckCancelled(const std::string& reading) const;
+  // A matrix of `dtype` is loaded.
   void Count(DType dtype);
 
   const model::WeightSource* weights_;
   Backend* backend_;
   bool exact_;
+  CancelFn cancelled_;
+  int tensors_ = 0;  // tensors loaded so far (matrices and vectors)
   std::vector<uint8_t> host_;
   std::vector<float> floats_;
   std::vector<std::pair<DType, int>> counts_;

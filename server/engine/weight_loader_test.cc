@@ -2,11 +2,13 @@
 // whose parts share a type and fall on its blocks is held as those very bytes; a split inside
 // a block, or fused parts of different types, is re-quantised to Q8_0 (close to the source's
 // values); exact mode and f32 sources give the dequantised f32 values; rows past the parts
-// are zero.
+// are zero. A load is abandoned, with Cancelled, at the first tensor or chunk of one after
+// its cancel callback says so, and a large tensor read in chunks comes through whole.
 #include "server/engine/weight_loader.h"
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -78,9 +80,10 @@ class BlockSource final : public model::WeightSource {
   }
   absl::Status ReadSlice(std::string_view name, int64_t row_begin, int64_t row_end,
                          int64_t col_begin, int64_t col_end, float* out) const override {
+    Read();
     const Stored& s = At(name);
     std::vector<float> all(static_cast<size_t>(s.shape.rows * s.shape.cols));
-    const absl::Status st =
+    absl::Status st =
         model::DequantizeValues(s.type, s.bytes, 0, s.shape.rows * s.shape.cols, all.data());
     if (!st.ok()) return st;
     for (int64_t r = row_begin; r < row_end; ++r) {
@@ -92,6 +95,7 @@ class BlockSource final : public model::WeightSource {
   }
   absl::Status ReadBlocks(std::string_view name, int64_t row_begin, int64_t row_end,
                           int64_t col_begin, int64_t col_end, uint8_t* out) const override {
+    Read();
     const Stored& s = At(name);
     const int64_t bv = s.type.block_values, bb = s.type.block_bytes;
     if (col_begin % bv != 0 || col_end % bv != 0) {
@@ -107,7 +111,16 @@ class BlockSource final : public model::WeightSource {
 
   const Stored& At(std::string_view name) const { return tensors_.at(std::string(name)); }
 
+  // ReadSlice and ReadBlocks calls so far; `on_read` runs at each.
+  mutable int reads = 0;
+  std::function<void()> on_read;
+
  private:
+  void Read() const {
+    ++reads;
+    if (on_read) on_read();
+  }
+
   model::ModelConfig config_;
   std::map<std::string, Stored> tensors_;
 };
@@ -204,6 +217,66 @@ TEST_F(WeightLoaderTest, ExactModeAndF32SourcesGiveDequantisedF32) {
   std::vector<float> fv(4 * 32);
   ASSERT_TRUE(backend_.Download(*f, fv.data()).ok());
   EXPECT_EQ(fv, Values(src_, "f32", {0, 4}, {8, 40}));
+}
+
+TEST_F(WeightLoaderTest, ACancelledLoadReadsNothing) {
+  WeightLoader loader(&src_, &backend_, /*exact=*/false, [] { return true; });
+  const auto m = loader.Matrix({{"q41", {0, 6}, {0, 96}}}, 6, 96);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kCancelled) << m.status();
+  EXPECT_EQ(m.status().message(), "weight load cancelled after 0 tensors, reading q41");
+  EXPECT_EQ(loader.Vector("f32", 96).status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(src_.reads, 0);
+}
+
+TEST_F(WeightLoaderTest, CancellingAfterSomeTensorsStopsAtTheNext) {
+  bool cancel = false;
+  WeightLoader loader(&src_, &backend_, /*exact=*/false, [&] { return cancel; });
+  ASSERT_TRUE(loader.Matrix({{"q41", {0, 6}, {0, 96}}}, 6, 96).ok());
+  ASSERT_TRUE(loader.Vector("f32", 96).ok());
+  ASSERT_TRUE(loader.Matrix({{"q80", {0, 4}, {0, 96}}}, 4, 96).ok());
+  const int reads = src_.reads;
+  cancel = true;
+  const auto m = loader.Matrix({{"q41b", {0, 4}, {0, 96}}}, 4, 96);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kCancelled) << m.status();
+  EXPECT_EQ(m.status().message(), "weight load cancelled after 3 tensors, reading q41b");
+  EXPECT_EQ(src_.reads, reads);
+}
+
+// A Q4_1 matrix of 3300 x 4096 (2560 bytes a row) is 8.4 MB: two chunks of at most 8 MiB.
+TEST_F(WeightLoaderTest, ALargeTensorComesInChunksAndACancelStopsBetweenThem) {
+  constexpr int64_t kRows = 3300, kCols = 4096;
+  src_.Add("big", model::GgmlType::kQ4_1, kRows, kCols, 5);
+  WeightLoader whole(&src_, &backend_, /*exact=*/false);
+  const auto t = whole.Matrix({{"big", {0, kRows}, {0, kCols}}}, kRows, kCols);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(src_.reads, 2);
+  ASSERT_EQ(t->dtype, DType::kQ4_1);
+  const std::vector<uint8_t>& stored = src_.At("big").bytes;
+  EXPECT_EQ(std::memcmp(t->data, stored.data(), stored.size()), 0);
+
+  bool cancel = false;
+  src_.on_read = [&] { cancel = true; };  // cancelled while its first chunk is read
+  src_.reads = 0;
+  WeightLoader cancelled(&src_, &backend_, /*exact=*/false, [&] { return cancel; });
+  const auto c = cancelled.Matrix({{"big", {0, kRows}, {0, kCols}}}, kRows, kCols);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kCancelled) << c.status();
+  EXPECT_EQ(c.status().message(), "weight load cancelled after 0 tensors, reading big");
+  EXPECT_EQ(src_.reads, 1);
+}
+
+// The f32 path (exact mode) reads in chunks too: 2100 x 1024 f32 is 8.6 MB, two chunks.
+TEST_F(WeightLoaderTest, ALargeTensorComesWholeInExactMode) {
+  constexpr int64_t kRows = 2100, kCols = 1024;
+  src_.Add("big32", model::GgmlType::kF32, kRows, kCols, 6);
+  WeightLoader exact(&src_, &backend_, /*exact=*/true);
+  const auto t = exact.Matrix({{"big32", {0, kRows}, {0, kCols}}}, kRows + 3, kCols);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(src_.reads, 2);
+  std::vector<float> got(static_cast<size_t>((kRows + 3) * kCols));
+  ASSERT_TRUE(backend_.Download(*t, got.data()).ok());
+  std::vector<float> want = Values(src_, "big32", {0, kRows}, {0, kCols});
+  want.resize(got.size(), 0.0f);  // the zero rows below
+  EXPECT_EQ(got, want);
 }
 
 }  // namespace

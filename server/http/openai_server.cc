@@ -297,7 +297,10 @@ void OpenAiServer::Route() {
   server_->Get("/v1/models/(.+)", [this](const Request& req, Response& res) { Model(req, res); });
   server_->Get("/health", [this](const Request&, Response& res) {
     if (services_.ready()) return Reply(res, 200, {{"status", "ok"}});
-    ReplyError(res, absl::UnavailableError("the server is not ready (world down or draining)"));
+    const std::string why = services_.engine->stats().down_reason;  // names the rank
+    ReplyError(
+        res, absl::UnavailableError(absl::StrCat("the server is not ready (world down or draining)",
+                                                 why.empty() ? "" : ": ", why)));
   });
   // The other methods on the known paths: 405.
   const auto not_allowed = [](const Request&, Response& res) { res.status = 405; };

@@ -20,6 +20,19 @@ absl::Status AboveLimit(absl::string_view field, uint64_t value, uint64_t limit)
       absl::StrCat("Init: ", field, " ", value, " is above the limit of ", limit));
 }
 
+absl::Status CheckHeartbeatInterval(uint32_t ms) {
+  if (ms == 0) return absl::OkStatus();  // no heartbeats
+  if (ms < kMinHeartbeatIntervalMs) {
+    return absl::InvalidArgumentError(absl::StrCat("Init: heartbeat_interval_ms ", ms,
+                                                   " is below the limit of ",
+                                                   kMinHeartbeatIntervalMs, " (0: none)"));
+  }
+  if (ms > kMaxHeartbeatIntervalMs) {
+    return AboveLimit("heartbeat_interval_ms", ms, kMaxHeartbeatIntervalMs);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 InitLimits HostInitLimits() {
@@ -55,6 +68,7 @@ absl::Status ValidateInit(const tpserve::v1::Init& init, int device, const InitL
   if (init.comm_host().size() > kMaxHostBytes) {
     return AboveLimit("comm_host length", init.comm_host().size(), kMaxHostBytes);
   }
+  RETURN_IF_ERROR(CheckHeartbeatInterval(init.heartbeat_interval_ms()));
   RankDevice where;
   where.device = device;
   RETURN_IF_ERROR(CheckRankBackend(init.backend(), where));

@@ -23,12 +23,19 @@ struct InitLimits {
   uint32_t max_kv_block_size = 0;
 };
 
+// Heartbeat intervals an Init may ask for, in milliseconds (0: no heartbeats): often enough
+// to name a hung worker within a coordinator's hang timeout, seldom enough not to flood the
+// stream.
+inline constexpr uint32_t kMinHeartbeatIntervalMs = 10;
+inline constexpr uint32_t kMaxHeartbeatIntervalMs = 60000;
+
 // This host's limits: threads up to its usable CPUs, a KV cache of at most half its
 // physical memory, worlds of up to 1024 ranks, KV blocks of up to 256 tokens.
 InitLimits HostInitLimits();
 
 // OK when `init` is within `limits` and can be served on `device` (-1: the CPU): rank <
-// world_size, a backend this worker has (GLOO; NCCL on a GPU), a model path of a sane size.
+// world_size, a backend this worker has (GLOO; NCCL on a GPU), a model path of a sane size,
+// a heartbeat interval of 0 or within [kMinHeartbeatIntervalMs, kMaxHeartbeatIntervalMs].
 // InvalidArgument (a field out of its range, naming it and the limit) or FailedPrecondition (cannot
 // be served here).
 absl::Status ValidateInit(const tpserve::v1::Init& init, int device, const InitLimits& limits);

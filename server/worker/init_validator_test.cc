@@ -26,7 +26,7 @@ tpserve::v1::Init Valid() {
 std::string Refusal(const tpserve::v1::Init& init, absl::StatusCode code) {
   const absl::Status s = ValidateInit(init, -1, kLimits);
   EXPECT_EQ(s.code(), code) << s;
-  return std::string(s.message());
+  return static_cast<std::string>(s.message());
 }
 
 TEST(ValidateInitTest, TakesAnInitAtTheLimits) {
@@ -67,6 +67,27 @@ TEST(ValidateInitTest, RefusesHostileInits) {
   init = Valid();
   init.set_backend(tpserve::v1::COMM_BACKEND_NCCL);
   EXPECT_FALSE(ValidateInit(init, -1, kLimits).ok());  // a CPU worker has no NCCL
+}
+
+TEST(ValidateInitTest, HeartbeatIntervalIsOffOrWithinItsLimits) {
+  tpserve::v1::Init init = Valid();
+  for (const uint32_t ms : {0u, 10u, 1000u, 60000u}) {
+    init.set_heartbeat_interval_ms(ms);
+    EXPECT_TRUE(ValidateInit(init, -1, kLimits).ok()) << ms;
+  }
+  const auto invalid = absl::StatusCode::kInvalidArgument;
+  init.set_heartbeat_interval_ms(9);
+  EXPECT_EQ(Refusal(init, invalid),
+            "Init: heartbeat_interval_ms 9 is below the limit of 10 (0: none)");
+  init.set_heartbeat_interval_ms(1);
+  EXPECT_EQ(Refusal(init, invalid),
+            "Init: heartbeat_interval_ms 1 is below the limit of 10 (0: none)");
+  init.set_heartbeat_interval_ms(60001);
+  EXPECT_EQ(Refusal(init, invalid),
+            "Init: heartbeat_interval_ms 60001 is above the limit of 60000");
+  init.set_heartbeat_interval_ms(0xFFFFFFFF);
+  EXPECT_EQ(Refusal(init, invalid),
+            "Init: heartbeat_interval_ms 4294967295 is above the limit of 60000");
 }
 
 TEST(ValidateInitTest, HostLimitsFollowTheHost) {

@@ -35,46 +35,35 @@ WorkerMessage ErrorMessage(const std::string& text) {
   return m;
 }
 
+// The Init `first` asks for, once checked; why not otherwise.
+absl::StatusOr<AcceptedInit> AcceptInit(const CoordinatorMessage& first,
+                                        const WorkerServiceOptions& options) {
+  if (!first.has_init()) {
+    return absl::FailedPreconditionError("the first message of a Session must be Init");
+  }
+  RETURN_IF_ERROR(ValidateInit(first.init(), options.device, options.init_limits));
+  AcceptedInit accepted;
+  accepted.world = protocol::DecodeInit(first.init());
+  absl::StatusOr<std::string> model_path = options.model_root.Resolve(accepted.world.model_path);
+  if (!model_path.ok()) return model_path.status();
+  accepted.model_path = *std::move(model_path);
+  return accepted;
+}
+
 }  // namespace
 
 WorkerSession::WorkerSession(grpc::ServerContext* context, SessionStream* stream,
-                             const WorkerServiceOptions& options, std::function<void()> on_closing)
-    : context_(context), stream_(stream), options_(options), on_closing_(std::move(on_closing)) {}
-
-bool WorkerSession::Write(const WorkerMessage& message) {
-  absl::MutexLock lock(&write_mu_);
-  return stream_->Write(message);
-}
-
-grpc::Status WorkerSession::Run() {
-  CoordinatorMessage first;
-  if (!stream_->Read(&first)) {
-    return ToGrpcStatus(absl::CancelledError("the stream ended before Init"));
+                             const WorkerServiceOptions& options, AcceptedInit init,
+                             std::function<void()> on_closing)
+    : context_(context),
+      stream_(stream),
+      options_(options),
+      init_(std::move(init.world)),
+      on_closing_(std::move(on_closing)),
+      model_path_(std::move(init.model_path)) {
+  if (init_.heartbeat_interval > absl::ZeroDuration()) {
+    heartbeat_.emplace(init_.heartbeat_interval, [this] { return SendHeartbeat(); });
   }
-  if (!first.has_init()) {
-    const absl::Status refused =
-        absl::FailedPreconditionError("the first message of a Session must be Init");
-    Write(ErrorMessage(std::string{refused.message()}));
-    return ToGrpcStatus(refused);
-  }
-  if (absl::Status valid = ValidateInit(first.init(), options_.device, options_.init_limits);
-      !valid.ok()) {
-    LOG(WARNING) << "refusing Init: " << valid;
-    const std::string text(valid.message());
-    Write(ErrorMessage(text));
-    return ToGrpcStatus(valid);
-  }
-  const protocol::WorldAssignment init = protocol::DecodeInit(first.init());
-  absl::StatusOr<std::string> model_path = options_.model_root.Resolve(init.model_path);
-  if (!model_path.ok()) {
-    LOG(WARNING) << "refusing Init: " << model_path.status() << " (--model_root "
-                 << options_.model_root.dir() << ")";
-    Write(ErrorMessage(std::string{model_path.status().message()}));
-    return ToGrpcStatus(model_path.status());
-  }
-  model_path_ = *std::move(model_path);
-  LOG(INFO) << "Init: rank " << init.rank << "/" << init.world_size << " generation "
-            << init.world_generation << " model " << init.model_path;
   store_ = std::make_unique<StreamStore>(
       [this](const tpserve::v1::StoreRequest& request) {
         WorkerMessage m;
@@ -82,17 +71,68 @@ grpc::Status WorkerSession::Run() {
         return Write(m) ? absl::OkStatus() : absl::UnavailableError("the session stream is closed");
       },
       options_.store_op_timeout);
+}
 
-  if (!init.step_link.empty()) {
-    absl::StatusOr<std::unique_ptr<comm::ShmStepLink>> link =
-        comm::ShmStepLink::Open(init.step_link, init.rank, init.world_size);
-    if (link.ok()) {
-      link_ = *std::move(link);
-    } else {
-      LOG(INFO) << "steps over the stream: " << link.status();
-    }
+WorkerSession::~WorkerSession() {
+  if (heartbeat_.has_value()) heartbeat_->Stop();
+}
+
+bool WorkerSession::Write(const WorkerMessage& message) {
+  absl::MutexLock lock(&write_mu_);
+  return stream_->Write(message);
+}
+
+bool WorkerSession::SendHeartbeat() {
+  WorkerMessage beat;
+  beat.mutable_heartbeat()->set_steps_done(steps_done_.load(std::memory_order_relaxed));
+  return Write(beat);
+}
+
+absl::StatusOr<AcceptedInit> WorkerSession::ReadInit(SessionStream* stream,
+                                                     const WorkerServiceOptions& options) {
+  CoordinatorMessage first;
+  if (!stream->Read(&first)) return absl::CancelledError("the stream ended before Init");
+  absl::StatusOr<AcceptedInit> accepted = AcceptInit(first, options);
+  if (!accepted.ok()) {
+    LOG(WARNING) << "refusing Init: " << accepted.status() << " (--model_root "
+                 << options.model_root.dir() << ")";
+    stream->Write(ErrorMessage(std::string{accepted.status().message()}));
   }
-  std::thread executor([this, &init] { Execute(init); });
+  return accepted;
+}
+
+grpc::Status WorkerSession::Run() {
+  LOG(INFO) << "Init: rank " << init_.rank << "/" << init_.world_size << " generation "
+            << init_.world_generation << " coordinator epoch " << init_.coordinator_epoch
+            << " model " << init_.model_path;
+  OpenStepLink();
+  std::thread executor([this] { Execute(); });
+  ReadUntilEnd();
+  Close();
+  if (heartbeat_.has_value()) heartbeat_->Stop();
+  executor.join();
+  if (IsSuperseded()) return ToGrpcStatus(absl::AbortedError(kSupersededMessage));
+  return grpc::Status::OK;
+}
+
+void WorkerSession::Refuse(const absl::Status& refusal) {
+  if (heartbeat_.has_value()) heartbeat_->Stop();
+  Write(ErrorMessage(static_cast<std::string>(refusal.message())));
+}
+
+void WorkerSession::OpenStepLink() {
+  if (init_.step_link.empty()) return;
+  absl::StatusOr<std::unique_ptr<comm::ShmStepLink>> link =
+      comm::ShmStepLink::Open(init_.step_link, init_.rank, init_.world_size);
+  if (!link.ok()) {
+    LOG(INFO) << "steps over the stream: " << link.status();
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  link_ = *std::move(link);
+}
+
+void WorkerSession::ReadUntilEnd() {
   CoordinatorMessage message;
   while (stream_->Read(&message)) {
     if (message.has_store_reply()) {
@@ -111,18 +151,45 @@ grpc::Status WorkerSession::Run() {
     }
     if (shutdown) break;
   }
-  Close();
-  executor.join();
-  return grpc::Status::OK;
+  absl::MutexLock lock(&mu_);
+  stream_ended_ = true;
 }
 
 void WorkerSession::Close() {
   on_closing_();
+  {
+    // Closed first: whatever fails from here on (a store operation, a collective) is the
+    // executor's cue that the Session ended, not a failure to report.
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+    if (comm_for_abort_ != nullptr) comm_for_abort_->Abort();
+    if (link_ != nullptr) link_->Ring();
+  }
   store_->Close(absl::CancelledError("the session ended"));
+}
+
+bool WorkerSession::IsClosed() {
   absl::MutexLock lock(&mu_);
-  closed_ = true;
-  if (comm_for_abort_ != nullptr) comm_for_abort_->Abort();
-  if (link_ != nullptr) link_->Ring();
+  return closed_;
+}
+
+bool WorkerSession::IsSuperseded() {
+  absl::MutexLock lock(&mu_);
+  return superseded_;
+}
+
+void WorkerSession::Supersede() {
+  {
+    absl::MutexLock lock(&mu_);
+    superseded_ = true;
+  }
+  Close();
+  // The executor tells the coordinator why; one that then ends the stream sees ABORTED. One
+  // that does not (hung, stopped) is cut off.
+  absl::MutexLock lock(&mu_);
+  if (!mu_.AwaitWithTimeout(absl::Condition(&stream_ended_), options_.supersede_grace)) {
+    context_->TryCancel();
+  }
 }
 
 void WorkerSession::Fail(const std::string& message) {
@@ -191,6 +258,8 @@ absl::Status WorkerSession::BuildWorld(const protocol::WorldAssignment& init) {
   }
   if (init.kv_block_size > 0) options.kv_block_size = init.kv_block_size;
   options.dequantize = init.dequantize || options_.dequantize;
+  options.cancelled = [this] { return IsClosed(); };  // the Session ended: abandon the load
+  LOG(INFO) << "rank " << rank_ << ": loading weights";
   ASSIGN_OR_RETURN(model_,
                    engine::LlamaModel::Load(*weights_, plan, backend_.get(), comm_.get(), options));
   if (metrics_.has_value()) {
@@ -202,26 +271,39 @@ absl::Status WorkerSession::BuildWorld(const protocol::WorldAssignment& init) {
   return absl::OkStatus();
 }
 
-void WorkerSession::Execute(const protocol::WorldAssignment& init) {
-  if (absl::Status built = BuildWorld(init); !built.ok()) {
-    Fail(absl::StrCat("rank ", init.rank, ": building the world failed: ", built.ToString()));
+protocol::WorkerHoldings WorkerSession::Holdings() const {
+  protocol::WorkerHoldings holdings;
+  holdings.kv_blocks = model_->kv_blocks();
+  holdings.weight_bytes = static_cast<uint64_t>(model_->weight_bytes());
+  holdings.kv_bytes = static_cast<uint64_t>(model_->kv_bytes());
+  holdings.vocab_size = static_cast<int32_t>(model_->config().vocab_size);
+  holdings.comm_backend = static_cast<std::string>(comm_->backend_name());
+  holdings.threads = threads_;
+  holdings.step_link = link_ != nullptr;
+  return holdings;
+}
+
+void WorkerSession::Execute() {
+  if (absl::Status built = BuildWorld(init_); !built.ok()) {
+    if (IsClosed()) {  // nobody waits for this world any more
+      LOG(INFO) << "rank " << init_.rank << ": building the world abandoned: " << built;
+    } else {
+      Fail(absl::StrCat("rank ", init_.rank, ": building the world failed: ", built.ToString()));
+    }
   } else {
-    protocol::WorkerHoldings holdings;
-    holdings.kv_blocks = model_->kv_blocks();
-    holdings.weight_bytes = static_cast<uint64_t>(model_->weight_bytes());
-    holdings.kv_bytes = static_cast<uint64_t>(model_->kv_bytes());
-    holdings.vocab_size = static_cast<int32_t>(model_->config().vocab_size);
-    holdings.comm_backend = std::string(comm_->backend_name());
-    holdings.threads = threads_;
-    holdings.step_link = link_ != nullptr;
     WorkerMessage ready;
-    *ready.mutable_ready() = protocol::EncodeReady(holdings);
+    *ready.mutable_ready() = protocol::EncodeReady(Holdings());
     LOG(INFO) << "Ready: rank " << rank_ << " kv_blocks " << model_->kv_blocks() << " weights "
               << model_->weight_bytes() << " B, " << threads_ << " threads, communicator "
               << comm_->backend_name() << ", steps over "
               << (link_ != nullptr ? "the shared-memory link" : "the stream");
     if (Write(ready)) ServeSteps();
   }
+  if (IsSuperseded()) Write(ErrorMessage(kSupersededMessage));  // tell the coordinator why
+  ReleaseWorld();
+}
+
+void WorkerSession::ReleaseWorld() {
   absl::MutexLock lock(&mu_);
   if (comm_ != nullptr) comm_->Abort();
   comm_for_abort_ = nullptr;
@@ -329,6 +411,7 @@ void WorkerSession::RunStep(const Step& step, StepResult* out) {
   result.set_comm_ns(static_cast<uint64_t>(comm_ns));
   result.set_compute_ns(static_cast<uint64_t>(std::max<int64_t>(0, wall_ns - comm_ns)));
   if (metrics_.has_value()) metrics_->step_duration.Observe(static_cast<double>(wall_ns) * 1e-9);
+  steps_done_.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace tpserve::worker

@@ -4,12 +4,19 @@
 // session builds the world (StreamStore → communicator → shard → LlamaModel), answers Ready
 // and runs the Steps in order: from the stream or, when Init offered a shared-memory step
 // link this worker can map (it is on the coordinator's host), from the link, where it posts
-// their results too. Shutdown or the end of the stream aborts the communicator and releases
-// the model. Writes to the stream are serialised by a mutex. Used only by WorkerService; not
-// reusable across streams.
+// their results too. With Init.heartbeat_interval_ms, a Heartbeat thread writes a Heartbeat
+// every interval from the accepted Init on (while the Session waits for the worker too),
+// whatever the executor does. Shutdown, the end of the stream or Supersede()
+// (a coordinator with a later epoch takes the worker over) abandons a load in progress (the
+// loader polls the session's closed state between tensors), aborts the communicator and
+// releases the model. Writes to the stream are serialised by a mutex. Used only by
+// WorkerService; not reusable across streams. Run, Supersede and the executor may run at once;
+// Supersede is the only method another thread may call.
 #ifndef TPSERVE_SERVER_WORKER_WORKER_SESSION_H_
 #define TPSERVE_SERVER_WORKER_WORKER_SESSION_H_
 
+#include <atomic>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -28,6 +35,7 @@
 #include "server/model/weights/weight_source.h"
 #include "server/protocol/session_codec.h"
 #include "server/worker/comm_factory.h"
+#include "server/worker/heartbeat.h"
 #include "server/worker/init_validator.h"
 #include "server/worker/model_root.h"
 #include "server/worker/rank_factory.h"
@@ -56,6 +64,18 @@ struct WorkerServiceOptions {
   ModelRoot model_root;
   // Exact mode whatever Init says (the worker's --dequantize).
   bool dequantize = false;
+  // How long a superseded Session's coordinator, told why, has to end its stream (it then
+  // sees ABORTED) before the worker cancels the stream (it sees CANCELLED).
+  absl::Duration supersede_grace = absl::Seconds(1);
+};
+
+// Why a superseded Session ends (its error message and status).
+inline constexpr char kSupersededMessage[] = "superseded by a coordinator with a later epoch";
+
+// An Init the worker accepted: what it asks, and its model path resolved under the model root.
+struct AcceptedInit {
+  protocol::WorldAssignment world;
+  std::string model_path;
 };
 
 using SessionStream =
@@ -63,20 +83,48 @@ using SessionStream =
 
 class WorkerSession {
  public:
-  // `on_closing` runs (on the handler thread) once the stream has ended or Shutdown arrived,
-  // before the world is released.
+  // The Session `init` opened (ReadInit). Its heartbeats start here, whether or not the worker
+  // serves it yet. `on_closing` runs once the stream has ended, Shutdown arrived or the Session
+  // was superseded, before the world is released.
   WorkerSession(grpc::ServerContext* context, SessionStream* stream,
-                const WorkerServiceOptions& options, std::function<void()> on_closing);
+                const WorkerServiceOptions& options, AcceptedInit init,
+                std::function<void()> on_closing);
+  ~WorkerSession();
   WorkerSession(const WorkerSession&) = delete;
   WorkerSession& operator=(const WorkerSession&) = delete;
 
-  // Serves the stream until Shutdown or its end; runs on the handler thread.
+  // Reads a Session's first message and checks it: an Init that ValidateInit accepts, whose
+  // model resolves under the model root. Otherwise the refusal, also written to the stream as an
+  // error message (Cancelled, with nothing written, when the stream ended first).
+  static absl::StatusOr<AcceptedInit> ReadInit(SessionStream* stream,
+                                               const WorkerServiceOptions& options);
+
+  // Serves the stream until Shutdown or its end; runs on the handler thread. ABORTED
+  // (kSupersededMessage) when superseded and the coordinator ended the stream, else OK.
   grpc::Status Run();
+  // Instead of Run: the worker will not serve this Session; stops its heartbeats and writes
+  // `refusal` as an error message.
+  void Refuse(const absl::Status& refusal);
+
+  // Ends this Session for a coordinator with a later epoch; called from another thread, while
+  // Run runs or before it starts. As the end of the stream would, it abandons the load and
+  // aborts the communicator; the executor then writes kSupersededMessage as an error, and the
+  // stream is cancelled unless its coordinator ends it within options.supersede_grace. Returns
+  // then; Run may still be releasing the world.
+  void Supersede() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // Executor thread: builds the world, then runs the inbox until Shutdown or close.
-  void Execute(const protocol::WorldAssignment& init);
+  void Execute();
   absl::Status BuildWorld(const protocol::WorldAssignment& init);
+  // What Ready reports once the world is built.
+  protocol::WorkerHoldings Holdings() const;
+  // Drops the model, the communicator and the backend (the executor, at its end).
+  void ReleaseWorld() ABSL_LOCKS_EXCLUDED(mu_);
+  // Opens Init's step link when this worker can map it.
+  void OpenStepLink() ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads the stream until its end or Shutdown, handing messages to the store and the inbox.
+  void ReadUntilEnd() ABSL_LOCKS_EXCLUDED(mu_);
   // Runs Steps until Shutdown, the end of the stream or a failure: from the inbox (the stream)
   // and, with a step link, from the link, whichever has one.
   void ServeSteps();
@@ -88,19 +136,27 @@ class WorkerSession {
   // Sends a fatal error, then gives the coordinator close_grace to end the stream.
   void Fail(const std::string& message);
   bool Write(const tpserve::v1::WorkerMessage& message) ABSL_LOCKS_EXCLUDED(write_mu_);
-  // The reader saw the end: fail the store, abort the communicator, wake the executor.
-  void Close();
+  // Writes a Heartbeat; false when the stream is gone.
+  bool SendHeartbeat();
+  // The session is ending (the reader saw the end, or Supersede): fail the store, abort the
+  // communicator, abandon the load, wake the executor. Idempotent; any thread.
+  void Close() ABSL_LOCKS_EXCLUDED(mu_);
+  bool IsClosed() ABSL_LOCKS_EXCLUDED(mu_);
+  bool IsSuperseded() ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::ServerContext* const context_;
   SessionStream* const stream_;
   const WorkerServiceOptions& options_;
+  const protocol::WorldAssignment init_;  // what Init asks
   const std::function<void()> on_closing_;
 
   absl::Mutex write_mu_;                // serialises stream_->Write (one writer at a time)
-  std::unique_ptr<StreamStore> store_;  // set before the executor starts; thread-safe
-  // The coordinator's step link, when Init offered one this worker can map; set before the
-  // executor starts (its Ring is thread-safe).
+  std::unique_ptr<StreamStore> store_;  // made by the constructor; thread-safe
+  // The coordinator's step link, when Init offered one this worker can map; set (under mu_,
+  // for Close) before the executor starts; the executor reads it unlocked (its Ring is
+  // thread-safe).
   std::unique_ptr<comm::ShmStepLink> link_;
+  std::atomic<uint64_t> steps_done_{0};  // steps the executor finished (Heartbeat)
 
   absl::Mutex mu_;
   struct Inbound {
@@ -108,7 +164,9 @@ class WorkerSession {
     int64_t received_unix_ns = 0;             // when the reader got it
   };
   std::deque<Inbound> inbox_ ABSL_GUARDED_BY(mu_);
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;  // no more messages will arrive
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;        // no more messages will arrive
+  bool superseded_ ABSL_GUARDED_BY(mu_) = false;    // Supersede() was called
+  bool stream_ended_ ABSL_GUARDED_BY(mu_) = false;  // the reader saw the end (or Shutdown)
   TimedCommunicator* comm_for_abort_ ABSL_GUARDED_BY(mu_) = nullptr;
 
   // Owned by the executor thread.
@@ -117,7 +175,7 @@ class WorkerSession {
   // Whether the executor may poll the link for the next step (this host's ranks and the
   // coordinator each have a core between steps).
   bool poll_for_steps_ = false;
-  std::string model_path_;  // Init's model_path resolved under the model root
+  const std::string model_path_;  // Init's model_path resolved under the model root
   std::unique_ptr<model::WeightSource> weights_;
   std::unique_ptr<engine::Backend> backend_;
   std::optional<WorkerMetrics::Rank> metrics_;  // this rank's, when options_.metrics is set
@@ -128,6 +186,9 @@ class WorkerSession {
   tpserve::v1::Step link_step_;          // the step read from the link (reused)
   tpserve::v1::StepResult link_result_;  // its result (reused)
   std::string link_bytes_;               // its result serialized (reused)
+
+  // Last: stopped (destroyed) first, before what its beats use.
+  std::optional<Heartbeat> heartbeat_;  // when Init asked for heartbeats
 };
 
 }  // namespace tpserve::worker

@@ -9,12 +9,16 @@ on the fast path a split sum may round an activation differently and part at a n
 Coordinator and workers authenticate each other with mutual TLS (a cluster CA made here with
 openssl; the workers' certificate names their addresses), as workers on other hosts must.
 
+A link dropped between the hosts (`ip link set down`, then up) under streams loses none.
+
 Skips with the reason when namespaces cannot be made (not root, no `ip`, no netns support).
 Every namespace and link made here is removed in a finalizer."""
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -154,3 +158,54 @@ def test_shared_memory_across_hosts_is_refused(tpserve_bin, smollm_gguf, workers
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "COMM_BACKEND_SHM needs every rank on one host" in out.stderr, out.stderr[-2000:]
+
+
+def test_a_link_dropped_and_restored_loses_no_stream(tpserve_bin, binary, smollm_gguf, workers,
+                                                     worker_logs, cluster):
+    """`tpserve coordinator` in the client namespace over the three worker hosts, 3 greedy
+    streams; rank 1's link goes down for 4 s (`ip link set down`), then up. The coordinator
+    finds rank 1 silent within its hang timeout and rebuilds the world once the link is back;
+    every stream ends with the text of an undisturbed run, with no client resume."""
+    port = 50061
+    log_path = worker_logs / "coordinator.log"
+    with open(log_path, "wb") as log:
+        coordinator = subprocess.Popen(
+            _in(CLIENT_NS, str(tpserve_bin), "coordinator", f"--model={smollm_gguf}",
+                "--host=127.0.0.1", f"--port={port}", f"--workers={','.join(workers)}",
+                *cluster["coordinator"]),
+            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        probe = "import sys; from worker_procs import wait_healthy; wait_healthy(sys.argv[1], 120)"
+        subprocess.run(_in(CLIENT_NS, sys.executable, "-c", probe, f"127.0.0.1:{port}"),
+                       check=True, timeout=150, env={**os.environ, "PYTHONPATH": HERE})
+        cli = binary("clients", "cpp", "tpserve-cli")
+
+        def streams():
+            return [subprocess.Popen(
+                _in(CLIENT_NS, str(cli), f"--server=127.0.0.1:{port}", "--max_resumes=0",
+                    "--timeout_s=240", "generate", "--temperature=0", "--max_tokens=96",
+                    "--ignore_eos", f"Write about {subject}."),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for subject in ("rivers", "bridges", "clocks")]
+
+        def outputs(procs):
+            out = [p.communicate(timeout=300) for p in procs]
+            assert all(p.returncode == 0 for p in procs), [o[1][-1000:] for o in out]
+            return [o[0] for o in out]
+
+        undisturbed = outputs(streams())
+        running = streams()
+        time.sleep(2.0)
+        _ip("-n", WORKER_NS[1], "link", "set", "eth0", "down")
+        time.sleep(4.0)
+        _ip("-n", WORKER_NS[1], "link", "set", "eth0", "up")
+        assert outputs(running) == undisturbed
+        text = log_path.read_text(errors="replace")
+        assert "worker rank 1 " in text and "hung or stopped" in text, text[-3000:]
+    finally:
+        coordinator.send_signal(signal.SIGTERM)
+        try:
+            coordinator.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            coordinator.kill()
+            coordinator.wait(timeout=30)
