@@ -143,8 +143,23 @@ class GlooCommunicator final : public Communicator {
   int world_size() const override { return context_->size; }
   std::string_view backend_name() const override { return "gloo"; }
 
+  // Two ranks: Gloo's ring (each element is x0 + x1 on both ranks, however the ring cuts the
+  // buffer). Three or more: a ring adds an element's parts in an order set by where its chunk
+  // boundaries fall, and those move with `count` (a step's batch), so a row's sum would depend
+  // on the rest of its batch. Gathering every part and adding them in rank order, ((x0 + x1) +
+  // x2) + ..., makes each element's sum the same in every batch, on every rank, and equal to
+  // the shared-memory communicator's; it moves (n - 1) x count floats per rank instead of the
+  // ring's 2 (n - 1) / n x count.
+  // Two ranks: Gloo's ring (each element is x0 + x1 on both ranks, however the ring cuts the
+  // buffer). Three or more: a ring adds an element's parts in an order set by where its chunk
+  // boundaries fall, and those move with `count` (a step's batch), so a row's sum would depend
+  // on the rest of its batch. Gathering every part and adding them in rank order, ((x0 + x1) +
+  // x2) + ..., makes each element's sum the same in every batch, on every rank, and equal to
+  // the shared-memory communicator's; it moves (n - 1) x count floats per rank instead of the
+  // ring's 2 (n - 1) / n x count.
   absl::Status AllReduceSum(float* data, int64_t count) override {
     return Run(absl::StrCat("all_reduce_sum(", count, " floats)"), count, [&] {
+      if (world_size() > 2) return RankOrderedSum(data, static_cast<size_t>(count));
       gloo::AllreduceOptions opts(context_);
       opts.setOutput(data, static_cast<size_t>(count));
       // Element-wise, so each element's sum depends only on the ring's fixed order.
@@ -161,14 +176,8 @@ class GlooCommunicator final : public Communicator {
   }
 
   absl::Status AllGather(const float* in, int64_t count, float* out) override {
-    return Run(absl::StrCat("all_gather(", count, " floats)"), count, [&] {
-      gloo::AllgatherOptions opts(context_);
-      // In place when `in` is this rank's slot of `out` (Gloo then reads it from there).
-      if (in != out + rank() * count) opts.setInput(const_cast<float*>(in), count);
-      opts.setOutput(out, static_cast<size_t>(count) * world_size());
-      opts.setTimeout(timeout_);
-      gloo::allgather(opts);
-    });
+    return Run(absl::StrCat("all_gather(", count, " floats)"), count,
+               [&] { Gather(in, static_cast<size_t>(count), out); });
   }
 
   void Abort() override {
@@ -203,6 +212,29 @@ class GlooCommunicator final : public Communicator {
     return status;
   }
 
+  // Gloo's allgather of `count` floats per rank into out [world_size, count], rank-major.
+  void Gather(const float* in, size_t count, float* out) {
+    gloo::AllgatherOptions opts(context_);
+    // In place when `in` is this rank's slot of `out` (Gloo then reads it from there).
+    if (in != out + static_cast<size_t>(rank()) * count) {
+      opts.setInput(const_cast<float*>(in), count);
+    }
+    opts.setOutput(out, count * static_cast<size_t>(world_size()));
+    opts.setTimeout(timeout_);
+    gloo::allgather(opts);
+  }
+
+  // data [count] = the sum of every rank's data, added in rank order.
+  void RankOrderedSum(float* data, size_t count) {
+    gathered_.resize(count * static_cast<size_t>(world_size()));
+    Gather(data, count, gathered_.data());
+    std::copy(gathered_.begin(), gathered_.begin() + static_cast<std::ptrdiff_t>(count), data);
+    for (int r = 1; r < world_size(); ++r) {
+      const float* part = gathered_.data() + static_cast<size_t>(r) * count;
+      for (size_t i = 0; i < count; ++i) data[i] += part[i];
+    }
+  }
+
   absl::Status Aborted(const std::string& what) const {
     return absl::AbortedError(
         absl::StrCat("gloo rank ", rank(), "/", world_size(), " ", what, ": communicator aborted"));
@@ -212,6 +244,7 @@ class GlooCommunicator final : public Communicator {
   const std::chrono::milliseconds timeout_;
   std::atomic<bool> aborted_{false};
   absl::Status failure_;  // the first failed collective's; touched by the driving thread only
+  std::vector<float> gathered_;  // [world_size, count] parts of a rank-ordered all-reduce
 };
 
 // Gloo's TCP pairs write with writev, without MSG_NOSIGNAL: a write to a peer that has just

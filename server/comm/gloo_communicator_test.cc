@@ -72,6 +72,34 @@ TEST(GlooCommunicatorTest, AllReduceSumIsCorrectAndBitIdenticalOnEveryRank) {
   }
 }
 
+// A sum adds the parts in rank order, ((x0 + x1) + x2) + ..., whatever else the buffer holds:
+// the parts below round differently in any other order, and each row is reduced alone and in
+// buffers of several lengths (a step's batch) with the same bits.
+TEST(GlooCommunicatorTest, AllReduceSumAddsInRankOrderWhateverTheBatch) {
+  InMemoryStore store;
+  for (int world = 2; world <= 4; ++world) {
+    Comms comms = Connect(&store, world, Options(absl::StrCat("ordered", world, "/")));
+    const std::vector<float> parts = {1e8f, 1.0f, -1e8f, 3.0f};  // part of rank r: parts[r]
+    float want = parts[0];
+    for (int r = 1; r < world; ++r) want += parts[r];
+    for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{17}}) {
+      const int64_t count = rows * 576;
+      std::vector<std::vector<float>> data(world);
+      for (int r = 0; r < world; ++r) data[r].assign(count, parts[r]);
+      std::vector<absl::Status> statuses(world);
+      OnEveryRank(world,
+                  [&](int r) { statuses[r] = comms[r]->AllReduceSum(data[r].data(), count); });
+      for (int r = 0; r < world; ++r) {
+        ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+        for (int64_t i = 0; i < count; ++i) {
+          ASSERT_EQ(data[r][i], want)
+              << "world " << world << ", " << rows << " rows, rank " << r << ", element " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(GlooCommunicatorTest, GathersAreRankMajor) {
   InMemoryStore store;
   for (int world = 1; world <= 4; ++world) {
