@@ -6,8 +6,9 @@
 // stops participating, Unavailable when a peer's connection is gone, Aborted after Abort().
 // Gloo's exceptions never leave this module. After a failed collective the world is broken
 // (Gloo closes every connection of this rank); later calls fail at once with the first error.
-// AllReduceSum is deterministic and leaves bit-identical results on every rank (Gloo's ring:
-// each segment is reduced along one fixed path, then copied to every rank).
+// AllReduceSum leaves bit-identical results on every rank, each element the parts added in rank
+// order whatever the buffer's length (a step's batch): Gloo's ring at two ranks, an allgather
+// and a rank-ordered sum at more (the ring's order moves with the length there).
 //
 // Thread-safety: one thread drives the collectives; Abort() may be called from any thread.
 #ifndef TPSERVE_SERVER_COMM_GLOO_COMMUNICATOR_H_

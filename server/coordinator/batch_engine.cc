@@ -32,6 +32,10 @@ struct BatchEngine::Request {
 
 namespace {
 
+// The first wait before retrying a world that did not start (then doubled, up to
+// BatchEngineOptions::restart_backoff).
+constexpr absl::Duration kFirstRestartBackoff = absl::Milliseconds(50);
+
 // SplitMix64: spreads the seeds drawn for requests that set none.
 uint64_t MixSeed(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -162,10 +166,14 @@ void BatchEngine::Loop() {
     }
     if (!world_up_ && !RecoverWorld()) {
       ReapCancelled();
+      // A restarted worker is usually back within a fraction of a second: retry soon, then
+      // less often, up to restart_backoff.
+      backoff_ = std::min(std::max(2 * backoff_, kFirstRestartBackoff), options_.restart_backoff);
       absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.restart_backoff);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), backoff_);
       continue;
     }
+    backoff_ = absl::ZeroDuration();
     TakeInbox();
     ReapCancelled();
     if (requests_.empty()) {

@@ -43,6 +43,14 @@ absl::Duration HeartbeatInterval(absl::Duration hang_timeout) {
   return std::clamp(hang_timeout / 8, absl::Milliseconds(10), absl::Seconds(1));
 }
 
+// The silence after which a rank is hung: a rank that stops just after a heartbeat is then
+// named within hang_timeout of stopping (its last beat came up to one interval before, and
+// the watchdog looks every kWatchPeriod), still after several missed beats.
+absl::Duration SilenceBound(absl::Duration hang_timeout) {
+  const absl::Duration interval = HeartbeatInterval(hang_timeout);
+  return std::max(hang_timeout - interval - kWatchPeriod, 2 * interval);
+}
+
 std::string HostOf(const std::string& address) {
   if (!address.empty() && address.front() == '[') {  // [v6]:port
     return address.substr(1, address.find(']') - 1);
@@ -158,8 +166,8 @@ int WorkerPool::FindHungLocked() {
   const absl::Time now = absl::Now();
   for (int rank = 0; rank < static_cast<int>(last_heard_.size()); ++rank) {
     const absl::Duration silent = now - last_heard_[rank];
-    const absl::Duration bound =
-        options_.hang_timeout + (heard_[rank] ? absl::ZeroDuration() : kFirstWordGrace);
+    const absl::Duration bound = SilenceBound(options_.hang_timeout) +
+                                 (heard_[rank] ? absl::ZeroDuration() : kFirstWordGrace);
     if (silent <= bound) continue;
     MarkDownLocked(rank, absl::StatusCode::kUnavailable,
                    absl::StrCat("silent for ",

@@ -66,8 +66,8 @@ struct WorkerPoolOptions {
   // Offer the workers a shared-memory step link (ShmStepLink); used when every worker maps it,
   // i.e. every worker is on this host.
   bool step_link = true;
-  // A worker that sends nothing (it heartbeats every hang_timeout / 4) for this long is hung or
-  // stopped: the world is marked down naming it, and `on_hung` is called. Zero: no heartbeats.
+  // A worker that stops sending (it heartbeats every hang_timeout / 8) is named hung within
+  // this long: the world is marked down naming it, and `on_hung` is called. Zero: no heartbeats.
   // Before a rank's first message of a world, kFirstWordGrace more is allowed (it may still
   // be closing its previous Session).
   absl::Duration hang_timeout = absl::Seconds(2);

@@ -9,6 +9,8 @@ self-stopping, every stream compared with an undisturbed run of the same request
 - Worker chaos: `serve --tp 3` under 16 streams (wave after wave of them), 20 SIGKILLs of
   random workers in two minutes (some during a rebuild, three of two ranks at once): every
   stream completes token-identical, none fails, with no client resume.
+- A hung worker (SIGSTOP) is named within the hang timeout, in health, /health, the log and
+  tpserve_worker_up, and the streams resume identical once it runs again.
 - A kill during the load of a rebuild costs one load, not two.
 Recovery times (kill to the next token anywhere) are printed, and written as JSON under
 $TPSERVE_RESULTS_DIR when it is set (bench/results/no_stream_lost.json)."""
@@ -18,10 +20,11 @@ import pathlib
 import random
 import signal
 import statistics
-import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import grpc
 import pytest
@@ -43,9 +46,12 @@ def tc(tmp_path_factory, repo_root):
 
 def _report(name, times):
     """Prints recovery times (s) and, under $TPSERVE_RESULTS_DIR, merges them into its JSON."""
-    summary = {"faults": len(times), "recovery_s_p50": round(statistics.median(times), 3),
-               "recovery_s_max": round(max(times), 3),
-               "recovery_s": [round(t, 3) for t in times]}
+    _record(name, {"faults": len(times), "recovery_s_p50": round(statistics.median(times), 3),
+                   "recovery_s_max": round(max(times), 3),
+                   "recovery_s": [round(t, 3) for t in times]})
+
+
+def _record(name, summary):
     print(f"\n{name}: {json.dumps(summary)}")
     out_dir = os.environ.get("TPSERVE_RESULTS_DIR")
     if out_dir:
@@ -126,19 +132,7 @@ def _restart_requests():
 
 @pytest.fixture
 def hand_started_workers(request, tmp_path, tpserve_bin, smollm_gguf):
-    ports = [worker_procs.free_port() for _ in range(TP)]
-    procs = []
-    for rank, port in enumerate(ports):
-        log = open(tmp_path / f"worker{rank}.log", "wb")
-        procs.append(subprocess.Popen(
-            [str(tpserve_bin), "worker", f"--listen=127.0.0.1:{port}",
-             f"--model_root={smollm_gguf.parent}"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT))
-        log.close()
-    request.addfinalizer(lambda: worker_procs.stop(procs))
-    for port in ports:
-        worker_procs.wait_healthy(f"127.0.0.1:{port}")
-    return procs, [f"127.0.0.1:{p}" for p in ports]
+    return worker_procs.start_local(request, tpserve_bin, smollm_gguf, tmp_path, TP)
 
 
 def test_streams_survive_three_coordinator_kills(request, tmp_path, tc, tpserve_bin, smollm_gguf,
@@ -187,6 +181,55 @@ def test_streams_survive_three_coordinator_kills(request, tmp_path, tc, tpserve_
     assert sum(g["resumes"] for g in got) >= 3 * len(got) - 2, [g["resumes"] for g in got]
     assert all(p.poll() is None for p in procs), "the workers must outlive the coordinators"
     _report("coordinator_kills", recoveries)
+
+
+def _get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_a_hung_worker_is_named_within_the_hang_timeout(request, tmp_path, tc, tpserve_bin,
+                                                        smollm_gguf, hand_started_workers):
+    """`tpserve coordinator` over workers started by hand (nobody restarts them): rank 1 is
+    SIGSTOPped under 4 streams. Within the hang timeout (2 s) health is NOT_SERVING, /health
+    and the log name rank 1, tpserve_worker_up is 0 for rank 1 only. After SIGCONT the world is
+    rebuilt and the streams end with the tokens of an undisturbed run."""
+    procs, workers = hand_started_workers
+    metrics_port, http_port = worker_procs.free_port(), worker_procs.free_port()
+    server = serve_procs.start(tpserve_bin, smollm_gguf, tmp_path / "coordinator.log",
+                               command="coordinator", threads=1, workers=",".join(workers),
+                               metrics_port=metrics_port, http_port=http_port)
+    request.addfinalizer(lambda: serve_procs.cleanup(server))
+    serve_procs.wait_serving(server, timeout_s=120)
+    reqs = [r for r in _restart_requests()[:4]]
+    with tc.Client(server.address, max_resumes=0) as client:
+        undisturbed = Streams(client, reqs).join(STREAM_S)
+        streams = Streams(client, reqs)
+        _wait_for(lambda: streams.tokens() >= 8, 60, "the streams to start")
+        os.kill(procs[1].pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            while serve_procs.health_status(server.address) == serve_procs.SERVING:
+                assert time.monotonic() - stopped < 10, "a stopped rank went unseen"
+                time.sleep(0.02)
+            seen = time.monotonic() - stopped
+            status, body = _get(f"http://127.0.0.1:{http_port}/health")
+            _, metrics = _get(f"http://127.0.0.1:{metrics_port}/metrics")
+        finally:
+            os.kill(procs[1].pid, signal.SIGCONT)
+        got = streams.join(STREAM_S)
+    print(f"\nhang seen after {seen:.2f}s")
+    assert seen <= 2.5, f"seen after {seen:.2f}s"
+    assert status == 503 and "worker rank 1 " in body and "hung or stopped" in body, body
+    assert 'tpserve_worker_up{rank="1"} 0' in metrics, metrics
+    assert 'tpserve_worker_up{rank="0"} 1' in metrics, metrics
+    for i, (g, u) in enumerate(zip(got, undisturbed)):
+        assert "error" not in g, f"stream {i} was lost: {g}"
+        assert g["ids"] == u["ids"] and g["text"] == u["text"], f"stream {i} changed"
+    _report("hang", [seen])
 
 
 # --- worker chaos under serve ----------------------------------------------------------------
@@ -315,6 +358,7 @@ def test_a_kill_during_load_costs_one_load(request, tmp_path_factory, tpserve_bi
 
     one_load = kill_rank_and_time(False)
     in_load = kill_rank_and_time(True)
-    print(f"\none load {one_load:.2f}s, a kill during load {in_load:.2f}s")
+    _record("kill_during_load", {"one_load_s": round(one_load, 3),
+                                 "serving_again_s": round(in_load, 3)})
     assert in_load <= one_load + 2.0, (one_load, in_load)
     assert serve_procs.stop(server, timeout_s=60) == 0, server.log_tail()

@@ -231,12 +231,12 @@ def test_coordinator_refuses_a_fake_workers_step_and_stays_up(tpserve_bin, smoll
             with pytest.raises(grpc.RpcError) as refused:
                 for _ in stub.Generate(request, timeout=60):
                     pass
-            # Its steps refused each time, the request is failed after three (no endless
-            # loop of rebuilds), with the reason.
+            # Its steps refused each time, the request is failed after six in a row (no
+            # endless loop of rebuilds), with the reason.
             assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
-            assert "the workers failed 3 steps of this request" in refused.value.details()
+            assert "the workers failed 6 steps of this request" in refused.value.details()
             assert "token_id 1000000 is outside the vocabulary" in refused.value.details()
-        assert fake.steps == 3
+        assert fake.steps == 6
         assert proc.poll() is None, "the coordinator died"
         wait_healthy(f"127.0.0.1:{port}", timeout_s=10)
     finally:

@@ -5,7 +5,6 @@ Every request must carry exactly the tokens of an undisturbed run on test_serve'
 server. Helpers and the reference server come from test_serve."""
 import os
 import signal
-import subprocess
 
 import grpc
 import pytest
@@ -97,21 +96,9 @@ def test_coordinator_over_separately_started_workers(request, tmp_path, tpserve_
                                                       stub):
     """The multi-host shape on loopback: two `tpserve worker` processes, then `tpserve
     coordinator --workers`; its answers equal `serve`'s."""
-    ports = [worker_procs.free_port() for _ in range(TP)]
-    workers = []
-    for rank, port in enumerate(ports):
-        log = open(tmp_path / f"worker{rank}.log", "wb")
-        workers.append(subprocess.Popen(
-            [str(tpserve_bin), "worker", f"--listen=127.0.0.1:{port}",
-             f"--model_root={smollm_gguf.parent}"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT))
-        log.close()
-    request.addfinalizer(lambda: worker_procs.stop(workers))
-    for port in ports:
-        worker_procs.wait_healthy(f"127.0.0.1:{port}")
+    workers, addresses = worker_procs.start_local(request, tpserve_bin, smollm_gguf, tmp_path, TP)
     server = serve_procs.start(tpserve_bin, smollm_gguf, tmp_path / "coordinator.log",
-                               command="coordinator", threads=1,
-                               workers=",".join(f"127.0.0.1:{p}" for p in ports))
+                               command="coordinator", threads=1, workers=",".join(addresses))
     request.addfinalizer(lambda: serve_procs.cleanup(server))
     serve_procs.wait_serving(server, timeout_s=120)
     with grpc.insecure_channel(server.address) as channel:

@@ -38,6 +38,25 @@ def wait_healthy(address, timeout_s=30.0, credentials=None):
     raise TimeoutError(f"worker at {address} not SERVING within {timeout_s}s: {last}")
 
 
+def start_local(request, tpserve_bin, model, log_dir, count):
+    """Starts `count` `tpserve worker` processes on loopback (plaintext, --model_root the
+    model's folder; logs in `log_dir`), stopped by a finalizer of `request`; waits until they
+    are healthy. Returns (processes, addresses)."""
+    ports = [free_port() for _ in range(count)]
+    procs = []
+    request.addfinalizer(lambda: stop(procs))
+    for rank, port in enumerate(ports):
+        with open(log_dir / f"worker{rank}.log", "wb") as log:
+            procs.append(subprocess.Popen(
+                [str(tpserve_bin), "worker", f"--listen=127.0.0.1:{port}",
+                 f"--model_root={model.parent}"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT))
+    addresses = [f"127.0.0.1:{p}" for p in ports]
+    for address in addresses:
+        wait_healthy(address)
+    return procs, addresses
+
+
 def stop(procs, timeout_s=10.0):
     """SIGTERM, then SIGKILL past the timeout; returns the exit codes."""
     for p in procs:

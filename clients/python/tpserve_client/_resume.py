@@ -197,3 +197,21 @@ class StreamProgress:
 def _noted(err: TpserveError, note: str) -> TpserveError:
     """err, of the same class and code, with `note` appended to its message."""
     return type(err)(err.code, f"{err.message} ({note})" if err.message else note)
+
+
+class ProgressView:
+    """What a stream (sync or async) reports of its logical stream: how many times it resumed,
+    the seed in use and the request id. The stream sets `self._progress` (StreamProgress)."""
+    _progress: StreamProgress
+
+    @property
+    def resumes(self) -> int:
+        return self._progress.resumes
+
+    @property
+    def seed(self) -> Optional[int]:
+        return self._progress.seed
+
+    @property
+    def request_id(self) -> str:
+        return self._progress.request_id

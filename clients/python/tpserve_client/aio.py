@@ -12,7 +12,7 @@ import grpc.aio
 
 from . import _health, _security
 from ._request import detokenize_request, generate_request, tokenize_request
-from ._resume import ResumePolicy, StreamProgress, channel_options
+from ._resume import ProgressView, ResumePolicy, StreamProgress, channel_options
 from ._stubs import pb, pb_grpc
 from .client import HEALTH_TIMEOUT_S
 from .errors import TpserveError, from_rpc_error
@@ -21,7 +21,7 @@ from .types import Delta, ModelInfo, Result, ResultBuilder, Tokens
 __all__ = ["AsyncClient", "AsyncStream"]
 
 
-class AsyncStream:
+class AsyncStream(ProgressView):
     """The deltas of one Generate call, for `async for`; the RPC starts at the first
     iteration. Leaving early cancels it: break out of the loop (dropping the stream), cancel
     the consuming task, `await aclose()`, call cancel() or use `async with`; iterating after
@@ -33,18 +33,6 @@ class AsyncStream:
         self._progress = progress
         self._call = None  # the attempt running now; None before the first iteration
         self._closed = False
-
-    @property
-    def resumes(self) -> int:
-        return self._progress.resumes
-
-    @property
-    def seed(self) -> Optional[int]:
-        return self._progress.seed
-
-    @property
-    def request_id(self) -> str:
-        return self._progress.request_id
 
     def __aiter__(self) -> "AsyncStream":
         return self

@@ -11,7 +11,7 @@ import grpc
 
 from . import _health, _security
 from ._request import detokenize_request, generate_request, tokenize_request
-from ._resume import ResumePolicy, StreamProgress, channel_options
+from ._resume import ProgressView, ResumePolicy, StreamProgress, channel_options
 from ._stubs import pb, pb_grpc
 from .errors import Cancelled, TpserveError, from_rpc_error
 from .types import Delta, ModelInfo, Result, ResultBuilder, Tokens
@@ -22,7 +22,7 @@ HEALTH_TIMEOUT_S = 10.0  # health() deadline when neither the call nor the clien
 CANCELLED_WHILE_RESUMING = "cancelled by the caller while resuming the stream"
 
 
-class Stream:
+class Stream(ProgressView):
     """The deltas of one Generate call, in order; iterate it (the RPC is already running).
     Leaving early cancels the call: use it as a context manager, call cancel(), or drop the
     last reference (as a `for` loop over client.stream(...) does when it breaks). Iterating
@@ -42,18 +42,6 @@ class Stream:
         self._lock = threading.Lock()
         self._call = None  # GUARDED_BY(_lock): the attempt running now
         self._open(*progress.start())
-
-    @property
-    def resumes(self) -> int:
-        return self._progress.resumes
-
-    @property
-    def seed(self) -> Optional[int]:
-        return self._progress.seed
-
-    @property
-    def request_id(self) -> str:
-        return self._progress.request_id
 
     def __iter__(self) -> Iterator[Delta]:
         return self

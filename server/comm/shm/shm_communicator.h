@@ -9,7 +9,7 @@
 // a waiting rank does not burn the core its peer needs. A rank writes a slot of collective k
 // only once every rank has posted k - 1, i.e. has finished reading collective k - 2, which used
 // the same slot. All-reduce adds the parts in rank order (0, 1, ...) on every rank: results
-// are deterministic and bit-identical across ranks, and equal to Gloo's at two ranks.
+// are deterministic and bit-identical across ranks, and equal to Gloo's.
 //
 // Faults. Every wait is bounded by ShmOptions::timeout (DeadlineExceeded); Abort() wakes it
 // (Aborted); a peer whose process is gone is noticed within ShmOptions::liveness_check
