@@ -171,13 +171,14 @@ TEST(WorkerPoolTest, ASecondCoordinatorOfAnEarlierOrEqualEpochIsRefused) {
   options.coordinator_epoch = 2000;
   WorkerPool first(options);
   ASSERT_TRUE(first.Start().ok()) << first.status();
-  for (uint64_t epoch : {uint64_t{2000}, uint64_t{1000}}) {
+  for (const auto& [epoch, why] : {std::pair<uint64_t, std::string>{2000, "already serves"},
+                                   {1000, "a coordinator with a later epoch (2000)"}}) {
     options.coordinator_epoch = epoch;
     WorkerPool second(options);
     absl::Status status = second.Start();
     EXPECT_FALSE(status.ok());
     EXPECT_NE(status.message().find("rank 0"), std::string::npos) << status;
-    EXPECT_NE(status.message().find("already serves a Session"), std::string::npos) << status;
+    EXPECT_NE(status.message().find(why), std::string::npos) << status;
   }
   EXPECT_TRUE(first.RunStep(PrefillStep(1)).ok());  // the first world is untouched
 }
@@ -196,6 +197,11 @@ TEST(WorkerPoolTest, ACoordinatorOfALaterEpochTakesTheWorkersOver) {
   EXPECT_NE(first.status().message().find("superseded"), std::string::npos) << first.status();
   EXPECT_FALSE(first.Start().ok()) << "an earlier coordinator took the workers back";
   EXPECT_TRUE(second.RunStep(PrefillStep(3)).ok());
+  second.Shutdown("test: between two worlds");  // the worker is free, and still refuses it
+  const absl::Status back = first.Start();
+  EXPECT_FALSE(back.ok());
+  EXPECT_NE(back.message().find("has taken this worker over"), std::string::npos) << back;
+  EXPECT_TRUE(second.Start().ok()) << second.status();
 }
 
 TEST(WorkerPoolTest, UnreachableWorkerIsReportedNotAwaited) {

@@ -32,6 +32,11 @@ grpc::Status WorkerService::Session(
 
 absl::Status WorkerService::Admit(WorkerSession* session, uint64_t epoch) {
   absl::MutexLock lock(&mu_);
+  if (epoch > 0 && epoch < latest_epoch_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("a coordinator with a later epoch (", latest_epoch_,
+                     ") has taken this worker over; this coordinator's epoch is ", epoch));
+  }
   const bool later = epoch > 0 && epoch > std::max(current_epoch_, claim_);
   if (later && current_ != nullptr) {
     RETURN_IF_ERROR(TakeOverLocked(epoch));
@@ -42,6 +47,7 @@ absl::Status WorkerService::Admit(WorkerSession* session, uint64_t epoch) {
   }
   current_ = session;
   current_epoch_ = epoch;
+  latest_epoch_ = std::max(latest_epoch_, epoch);
   ending_ = false;
   return absl::OkStatus();
 }

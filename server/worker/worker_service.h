@@ -9,7 +9,10 @@
 //  - otherwise (an epoch not later) the new Session waits up to a one-second grace for the
 //    current one to end, or, when the current one is already ending (its stream closed: a
 //    coordinator re-initialising the world), for it to finish, bounded by close_grace plus a
-//    margin; still busy, it gets FAILED_PRECONDITION (naming a later epoch when that is why).
+//    margin; still busy, it gets FAILED_PRECONDITION (naming a later epoch when that is why);
+//  - an Init whose epoch is earlier than the latest this worker has served (and not 0) is
+//    refused at once, busy or free: a coordinator that was taken over from cannot take the
+//    workers back between two worlds of the one that replaced it.
 // Thread-safe (gRPC calls it from its threads).
 #ifndef TPSERVE_SERVER_WORKER_WORKER_SERVICE_H_
 #define TPSERVE_SERVER_WORKER_WORKER_SERVICE_H_
@@ -51,7 +54,8 @@ class WorkerService final : public tpserve::v1::Worker::Service {
   bool ending_ ABSL_GUARDED_BY(mu_) = false;               // ... and its stream has closed
   // The epoch of a Session waiting for the current one, which it supersedes, to end; 0: none.
   uint64_t claim_ ABSL_GUARDED_BY(mu_) = 0;
-  int superseding_ ABSL_GUARDED_BY(mu_) = 0;  // takeovers inside current_->Supersede()
+  int superseding_ ABSL_GUARDED_BY(mu_) = 0;        // takeovers inside current_->Supersede()
+  uint64_t latest_epoch_ ABSL_GUARDED_BY(mu_) = 0;  // the latest epoch ever admitted
 };
 
 }  // namespace tpserve::worker
