@@ -37,7 +37,16 @@ RUN apt-get update \
       libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libcpp-httplib-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY . .
+# What the build reads, and no more: an edit to the docs, tests or benchmarks keeps the
+# compiled layer cached.
+COPY CMakeLists.txt ./
+COPY cmake cmake
+COPY proto proto
+COPY kernels kernels
+COPY server server
+COPY clients/cpp clients/cpp
+COPY tests/tools tests/tools
+COPY deploy/healthcheck.py deploy/runtime-packages.sh deploy/
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPSERVE_CUDA=OFF \
       -DTPSERVE_TESTS=OFF -DTPSERVE_BENCH=OFF \
  && cmake --build /build --target tpserve -j"$(nproc)" \

@@ -12,7 +12,7 @@ apt_packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev libpcre2-dev libssl-dev openssl
   libcpp-httplib-dev
   python3 python3-venv iproute2 prometheus
-  docker-compose patchelf
+  docker-compose patchelf docker.io debootstrap
 )
 missing=()
 for p in "${apt_packages[@]}"; do

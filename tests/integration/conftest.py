@@ -65,3 +65,30 @@ def smollm_gguf():
     if not SMOLLM.exists():
         pytest.fail(f"{SMOLLM} is missing: run scripts/fetch-model.sh")
     return SMOLLM
+
+
+@pytest.fixture(scope="session")
+def docker_daemon():
+    """A Docker engine (docker_env.Daemon: a private dockerd when none answers), stopped at
+    the end of the run if this run started it."""
+    import docker_env  # only the container tests need it
+    daemon = docker_env.Daemon().start()
+    yield daemon
+    daemon.stop()
+
+
+@pytest.fixture(scope="session")
+def cpu_image(docker_daemon):
+    """tpserve:cpu built from this checkout (`docker build --network host --target cpu`) on the
+    debootstrapped debian:12 base; {"base_image_s", "build_s", "image_mb"} measured."""
+    import time
+
+    import docker_env
+    figures = {"base_image_s": round(docker_env.ensure_debian_base(docker_daemon), 1)}
+    start = time.monotonic()
+    docker_daemon.docker("build", "--network", "host", "--target", "cpu", "-t", "tpserve:cpu",
+                         str(REPO), timeout=2400)
+    figures["build_s"] = round(time.monotonic() - start, 1)
+    size = docker_daemon.docker("image", "inspect", "-f", "{{.Size}}", "tpserve:cpu").stdout
+    figures["image_mb"] = round(int(size.strip()) / 1e6, 1)
+    return figures

@@ -3,6 +3,7 @@ are refused with a message naming the flag, a CPU worker refuses an NCCL Init, a
 started with --device whose GPU is absent fails the Init with a reason and keeps serving."""
 
 import subprocess
+import threading
 
 import grpc
 import pytest
@@ -34,14 +35,22 @@ def _init_session(address, model, backend):
         init.init.rank = 0
         init.init.world_size = 1
         init.init.backend = backend
-        replies = stub.Session(iter([init]), timeout=60)
+        answered = threading.Event()
+
+        def messages():  # Init, then the stream stays open until the worker answers: a
+            yield init   # closed stream is a coordinator gone, whose world is abandoned
+            answered.wait(60)
+
+        replies = stub.Session(messages(), timeout=60)
         first = None
         code = grpc.StatusCode.OK
         try:
             for reply in replies:
                 first = first or reply
+                answered.set()
         except grpc.RpcError as e:
             code = e.code()
+        answered.set()
         return first, code
 
 

@@ -55,7 +55,8 @@ def test_worker_protocol_messages():
     coord = worker_pb2.CoordinatorMessage.DESCRIPTOR.oneofs_by_name["kind"]
     assert {f.name for f in coord.fields} == {"init", "store_reply", "step", "shutdown"}
     work = worker_pb2.WorkerMessage.DESCRIPTOR.oneofs_by_name["kind"]
-    assert {f.name for f in work.fields} == {"store_request", "ready", "step_result", "error"}
+    assert {f.name for f in work.fields} == {"store_request", "ready", "step_result", "error",
+                                             "heartbeat"}
     init = worker_pb2.Init.DESCRIPTOR.fields_by_name
     assert {"model_path", "rank", "world_size", "backend", "kv_budget_bytes",
             "world_generation"} <= set(init)
