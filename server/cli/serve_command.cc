@@ -21,6 +21,35 @@ namespace {
 // anew at every start and trusted by no other process.
 constexpr absl::Duration kLocalCertificateValidity = absl::Hours(30 * 24);
 
+// serve's own worker children and the credentials made for them.
+struct LocalWorkers {
+  std::unique_ptr<LocalClusterCredentials> cluster;
+  std::unique_ptr<WorkerProcesses> workers;
+};
+
+// Makes cluster credentials for serve's own workers, starts them and points the pool at them.
+absl::StatusOr<LocalWorkers> StartLocalWorkers(ServeOptions* options) {
+  if (options->cluster_tls.enabled()) {
+    return absl::InvalidArgumentError(
+        "serve makes its own cluster credentials for its local workers: --cluster_ca_file, "
+        "--cluster_cert_file and --cluster_key_file are for worker and coordinator");
+  }
+  LocalWorkers local;
+  ASSIGN_OR_RETURN(local.cluster, LocalClusterCredentials::Create(kLocalCertificateValidity));
+  std::vector<std::string> worker_args = local.cluster->worker_args();
+  worker_args.push_back(absl::StrCat(
+      "--model_root=", worker::ModelRoot::DefaultFor(options->coordinator.model_path)));
+  ASSIGN_OR_RETURN(local.workers, WorkerProcesses::Start(options->binary, options->tp,
+                                                         options->metrics_port, absl::Seconds(60),
+                                                         options->devices, std::move(worker_args)));
+  coordinator::WorkerPoolOptions& pool = options->coordinator.pool;
+  pool.workers = local.workers->addresses();
+  // A hung child is killed, then restarted like one that died (the pool outlives neither).
+  pool.on_hung = [children = local.workers.get()](int rank) { children->Kill(rank); };
+  pool.credentials = MakeClusterChannelCredentials(local.cluster->coordinator());
+  return local;
+}
+
 }  // namespace
 
 absl::Status RunServe(ServeOptions options) {
@@ -34,27 +63,9 @@ absl::Status RunServe(ServeOptions options) {
   // A mistake in the TLS flags is reported before any worker starts.
   RETURN_IF_ERROR(CheckServerTls(options.coordinator.tls));
   RETURN_IF_ERROR(CheckClusterTls(options.cluster_tls));
-  std::unique_ptr<LocalClusterCredentials> cluster;
-  std::unique_ptr<WorkerProcesses> workers;
+  LocalWorkers local;
   if (options.coordinator.pool.workers.empty()) {
-    if (options.cluster_tls.enabled()) {
-      return absl::InvalidArgumentError(
-          "serve makes its own cluster credentials for its local workers: --cluster_ca_file, "
-          "--cluster_cert_file and --cluster_key_file are for worker and coordinator");
-    }
-    ASSIGN_OR_RETURN(cluster, LocalClusterCredentials::Create(kLocalCertificateValidity));
-    std::vector<std::string> worker_args = cluster->worker_args();
-    worker_args.push_back(absl::StrCat(
-        "--model_root=", worker::ModelRoot::DefaultFor(options.coordinator.model_path)));
-    ASSIGN_OR_RETURN(workers, WorkerProcesses::Start(options.binary, options.tp,
-                                                     options.metrics_port, absl::Seconds(60),
-                                                     options.devices, std::move(worker_args)));
-    options.coordinator.pool.workers = workers->addresses();
-    // A hung child is killed, then restarted like one that died (the pool outlives neither).
-    options.coordinator.pool.on_hung = [children = workers.get()](int rank) {
-      children->Kill(rank);
-    };
-    options.coordinator.pool.credentials = MakeClusterChannelCredentials(cluster->coordinator());
+    ASSIGN_OR_RETURN(local, StartLocalWorkers(&options));
   } else {
     ASSIGN_OR_RETURN(options.coordinator.pool.credentials,
                      MakeClusterChannelCredentials(options.cluster_tls));
@@ -79,7 +90,7 @@ absl::Status RunServe(ServeOptions options) {
     if (http != nullptr) http->Shutdown();
     http.reset();
     server.reset();
-    if (workers != nullptr) workers->Stop();
+    if (local.workers != nullptr) local.workers->Stop();
   };
   LOG(INFO) << "tpserve: serving " << options.coordinator.model_path << " on "
             << options.coordinator.listen << " (port " << server->port() << ") with "
@@ -88,7 +99,7 @@ absl::Status RunServe(ServeOptions options) {
             << (options.coordinator.tls.client_ca_file.empty() ? "" : ", client certificates")
             << (options.coordinator.api_key_file.empty() ? "" : ", API keys")
             << (options.coordinator.reflection ? ", reflection" : "") << "; workers over "
-            << (cluster != nullptr              ? "mutual TLS, ephemeral CA"
+            << (local.cluster != nullptr        ? "mutual TLS, ephemeral CA"
                 : options.cluster_tls.enabled() ? "mutual TLS"
                                                 : "plaintext")
             << ")";
