@@ -92,7 +92,20 @@ class Daemon:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=30)
         if self.tmp is not None:
+            _unmount_below(self.tmp)  # dockerd leaves its netns bind mount in the exec root
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _unmount_below(folder):
+    """Unmounts whatever is still mounted under `folder`, deepest first (best effort)."""
+    try:
+        mounts = [line.split()[1] for line in pathlib.Path("/proc/mounts").read_text()
+                  .splitlines()]
+    except OSError:
+        return
+    prefix = str(folder).rstrip("/") + "/"
+    for point in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", point], capture_output=True, timeout=30)
 
 
 def ensure_debian_base(daemon):
