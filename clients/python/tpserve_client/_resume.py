@@ -201,8 +201,17 @@ def _noted(err: TpserveError, note: str) -> TpserveError:
 
 class ProgressView:
     """What a stream (sync or async) reports of its logical stream: how many times it resumed,
-    the seed in use and the request id. The stream sets `self._progress` (StreamProgress)."""
+    the seed in use and the request id. The stream sets `self._progress` (StreamProgress) and
+    `self._call` (its running attempt, cancelled when the stream is dropped)."""
     _progress: StreamProgress
+
+    def __del__(self) -> None:
+        call = getattr(self, "_call", None)
+        if call is not None:
+            try:
+                call.cancel()
+            except Exception:  # interpreter shutdown, or the event loop is gone
+                pass
 
     @property
     def resumes(self) -> int:

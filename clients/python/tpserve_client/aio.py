@@ -87,14 +87,6 @@ class AsyncStream(ProgressView):
     async def __aexit__(self, *exc) -> None:
         self.cancel()
 
-    def __del__(self) -> None:
-        call = getattr(self, "_call", None)
-        if call is not None:
-            try:
-                call.cancel()
-            except Exception:  # the loop is gone
-                pass
-
 
 class AsyncClient:
     """AsyncClient("host:port", timeout=None): as Client (the same TLS files, api_key and

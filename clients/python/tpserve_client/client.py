@@ -84,13 +84,6 @@ class Stream(ProgressView):
     def __exit__(self, *exc) -> None:
         self.cancel()
 
-    def __del__(self) -> None:
-        call = getattr(self, "_call", None)
-        if call is not None:
-            try:
-                call.cancel()
-            except Exception:  # interpreter shutdown
-                pass
 
     def _open(self, request, timeout_s: Optional[float]) -> None:
         with self._lock:
