@@ -1,9 +1,9 @@
 // engine_throughput: tokens per second of LlamaModel at world size 1 on this machine.
 //   engine_throughput MODEL THREADS [PROMPT_TOKENS=128] [DECODE_STEPS=32] [BATCHES=1,8,32]
-//                     [WEIGHTS=packed|exact]
+//                     [WEIGHTS=packed|exact] [REPS=3]
 // Prints one JSON object: prefill tokens/s for one prompt of PROMPT_TOKENS, and for each
 // batch size B the total decode tokens/s of B sequences decoding together (each after its
-// own prompt of 16 tokens), medians over 3 repetitions, plus the bytes of weights one decode
+// own prompt of 16 tokens), medians over REPS repetitions, plus the bytes of weights one decode
 // step reads (the file's blocks when packed, f32 when exact: --dequantize). Also the process's
 // peak RSS and the load time. bench/engine_vs_llama_cpp.py runs it side by side with llama.cpp.
 #include <sys/resource.h>
@@ -45,7 +45,8 @@ int64_t ArgOr(int argc, char** argv, int i, int64_t fallback) {
 
 int Run(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: engine_throughput MODEL THREADS [PROMPT] [STEPS] [BATCHES]\n";
+    std::cerr << "usage: engine_throughput MODEL THREADS [PROMPT] [STEPS] [BATCHES] [WEIGHTS] "
+                 "[REPS]\n";
     return 2;
   }
   const int threads = static_cast<int>(ArgOr(argc, argv, 2, 1));
@@ -68,6 +69,11 @@ int Run(int argc, char** argv) {
   if (weights_mode != "packed" && weights_mode != "exact") {
     std::cerr << "WEIGHTS is packed or exact, not " << weights_mode << "\n";
     return 1;
+  }
+  const int64_t reps = ArgOr(argc, argv, 7, 3);
+  if (reps < 1) {
+    std::cerr << "REPS must be at least 1\n";
+    return 2;
   }
   const auto load_start = std::chrono::steady_clock::now();
 
@@ -143,18 +149,19 @@ int Run(int argc, char** argv) {
   out["decode_bytes_per_step"] = decode_bytes;
 
   std::vector<double> prefill;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int64_t rep = 0; rep < reps; ++rep) {
     const auto t0 = Clock::now();
     run({{StepSequence{tokens(prompt_len, rep), 0, table(0)}}});
     prefill.push_back(static_cast<double>(prompt_len) /
                       std::chrono::duration<double>(Clock::now() - t0).count());
   }
   out["prefill_tokens"] = prompt_len;
+  out["reps"] = reps;
   out["prefill_tok_s"] = Median(prefill);
 
   for (int64_t b : batches) {
     std::vector<double> rates;
-    for (int rep = 0; rep < 3; ++rep) {
+    for (int64_t rep = 0; rep < reps; ++rep) {
       StepBatch batch;
       for (int64_t s = 0; s < b; ++s) batch.sequences.push_back({tokens(16, s), 0, table(s)});
       run(batch);

@@ -3,9 +3,10 @@
 bench/engine_throughput.cc measures tpserve, for side-by-side figures on the same GGUF:
 
   llama_cpp_throughput.py MODEL THREADS [PROMPT_TOKENS=128] [DECODE_STEPS=32] [BATCHES=1,8,32]
+                          [REPS=3]
 
 Prints one JSON object: prefill tokens/s for one prompt, and total decode tokens/s of B
-sequences decoding together (llama_batch with one token per sequence per step), medians of 3.
+sequences decoding together (llama_batch with one token per sequence per step), medians of REPS.
 """
 import ctypes
 import json
@@ -67,11 +68,12 @@ def main():
     prompt = int(sys.argv[3]) if len(sys.argv) > 3 else 128
     steps = int(sys.argv[4]) if len(sys.argv) > 4 else 32
     batches = [int(b) for b in sys.argv[5].split(",")] if len(sys.argv) > 5 else [1, 8, 32]
+    reps = int(sys.argv[6]) if len(sys.argv) > 6 else 3
     max_b = max(batches)
     r = Runner(path, threads, max_b, max_b * (max(prompt, 16 + steps) + 16))
-    out = {"threads": threads, "prefill_tokens": prompt}
+    out = {"threads": threads, "prefill_tokens": prompt, "reps": reps}
     rates = []
-    for rep in range(3):
+    for rep in range(reps):
         _memory_clear(r.ctx)
         toks = _tokens(prompt, rep)
         t0 = time.perf_counter()
@@ -81,7 +83,7 @@ def main():
     out["decode_tok_s"] = {}
     for b in batches:
         rates = []
-        for rep in range(3):
+        for rep in range(reps):
             _memory_clear(r.ctx)
             r.decode([(t, i, s, i == 15) for s in range(b) for i, t in enumerate(_tokens(16, s))])
             t0 = time.perf_counter()

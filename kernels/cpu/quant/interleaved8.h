@@ -43,9 +43,14 @@ namespace tpserve::kernels::cpu {
 
 inline constexpr int64_t kInterleaved8BlockBytes = 8 * 34;
 
-// Runs of tiles a lone row's tile prefetches ahead (engine_throughput on SmolLM2 Q8_0, batch 1,
-// 1 thread: 4 and 8 runs ahead 1.3-1.6x the next run; 8 no better than 4).
-inline constexpr int kDecodePrefetchRuns = 4;
+// How far ahead of its reads a lone row's tile prefetches, in bytes of the weight stream, and
+// with the non-temporal hint: weights a decode step streams once need no place in the caches on
+// their way out (likely why it is faster: AMD's L3 is a victim cache, which a plain prefetch's
+// lines fill when L2 evicts them). kernels_quant_matmul_bench, Q8_0 m = 1, 1 thread,
+// alternating: 4 KiB ahead 29-31 GB/s, against 22-23 for T0 four runs of tiles ahead (the
+// previous choice) and 24-26 with no software prefetch; 2 and 8 KiB 28-29, 16 KiB and more
+// 22-29. engine_throughput on SmolLM2 Q8_0, batch 1, alternating: 1.2-1.7x at 1 thread.
+inline constexpr int64_t kDecodePrefetchBytes = 4096;
 
 // rows: [n, k] Q8_0 in the file's layout -> packed: ceil(n / 8) tiles (see Layout above).
 inline void PackInterleaved8Q8_0(const uint8_t* rows, int64_t n, int64_t k, uint8_t* packed) {
@@ -137,16 +142,19 @@ template <class P, int R, int T>
     const uint8_t* blk[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) blk[t] = w + t * tile_bytes + b * kInterleaved8BlockBytes;
-      // The same block of a run of tiles ahead (runs follow in memory), so it arrives from DRAM
-      // while this run computes: the next run when x rows sweep the run many times (batches),
-      // kDecodePrefetchRuns ahead for a lone row, which streams each weight once.
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      const int64_t ahead = (R == 1 ? kDecodePrefetchRuns : 1) * T * tile_bytes;
-      const char* next = reinterpret_cast<const char*>(blk[t] + ahead);
+      // Rows of x that sweep a run many times (batches) prefetch the same block of the next run
+      // (runs follow in memory) into L1, so it arrives while this run computes; a lone row,
+      // which streams each weight once, prefetches kDecodePrefetchBytes ahead, non-temporal.
 #pragma GCC unroll 8
       for (int line = 0; line < kInterleaved8BlockBytes; line += 64) {
-        _mm_prefetch(next + line, _MM_HINT_T0);
+        if constexpr (R == 1) {
+          _mm_prefetch(reinterpret_cast<const char*>(blk[t]) + kDecodePrefetchBytes + line,
+                       _MM_HINT_NTA);
+        } else {
+          _mm_prefetch(reinterpret_cast<const char*>(blk[t] + T * tile_bytes) + line, _MM_HINT_T0);
+        }
       }
     }
     const Q8Block* xb[R];
