@@ -4,14 +4,14 @@
 # CONCURRENCY (default "1 4 16"), plots every result into OUT/serve_sweep.png (JSON beside it)
 # and writes OUT/serve_sweep.md, each point's tokens/s and ITL p50 against TP=1's. Prompts of
 # 32-96 synthetic tokens, 32 output tokens; REQUESTS per point (default: 3 x concurrency, at
-# least 24). Everything it starts it stops.
+# least 24); MODEL (default: SmolLM2-135M Q4_1 under models/). Everything it starts it stops.
 # usage: bench/serve_sweep.sh [OUT]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${TPSERVE_BUILD_DIR:-$root/build}"
 out="${1:-$root/bench/results}"
 mkdir -p "$out"
-model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+model="${MODEL:-$root/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 port="${TPSERVE_PORT:-50151}"
 results=()
 for tp in ${TPS:-1 2 3}; do
@@ -37,7 +37,7 @@ for tp in ${TPS:-1 2 3}; do
   trap - EXIT
 done
 "$root/.venv/bin/python" "$root/bench/plot.py" --out "$out/serve_sweep.png" \
-  --title "tpserve serve, SmolLM2-135M Q4_1, CPU ($(nproc) cores)" "${results[@]}"
+  --title "tpserve serve, $(basename "$model" .gguf), CPU ($(nproc) cores)" "${results[@]}"
 "$root/.venv/bin/python" - "$out" "${results[@]}" >"$out/serve_sweep.md" <<'PY'
 import json, re, sys
 points = {}
