@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -35,6 +34,7 @@ import grpc
 import pytest
 
 import serve_procs
+import worker_procs
 from serve_procs import collect
 from tpserve.v1 import generate_pb2 as pb
 from tpserve.v1 import generate_pb2_grpc as pb_grpc
@@ -87,25 +87,10 @@ FIRST_BUCKET_OF = {"tpserve_worker_allreduce_duration_seconds": 5e-6,
 
 # --- ports, servers -------------------------------------------------------------------------
 
-def _bindable(port):
-    with socket.socket() as s:
-        try:
-            s.bind((HOST, port))
-            return True
-        except OSError:
-            return False
-
-
 def free_port_run(n):
     """A port Q such that Q .. Q+n-1 are all free now (the metrics ports of the coordinator
     and of each worker)."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind((HOST, 0))
-            q = s.getsockname()[1]
-        if q + n < 65536 and all(_bindable(q + i) for i in range(1, n)):
-            return q
-    raise RuntimeError(f"no run of {n} free ports found")
+    return worker_procs.free_port_run(n, HOST)
 
 
 def metrics_url(port):

@@ -1,6 +1,8 @@
 """Helpers for tests that run `tpserve worker` processes: start them, wait for their
 grpc.health.v1 SERVING, run `tpserve generate`, and stop them (always bounded)."""
 import json
+import os
+import random
 import signal
 import socket
 import subprocess
@@ -12,10 +14,49 @@ import grpc
 _SERVING = b"\x08\x01"
 
 
-def free_port(host="127.0.0.1"):
+def _ephemeral_low():
+    """The first port of the kernel's ephemeral range (what a bind to port 0 and an outgoing
+    connection draw from)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+# Ports handed out by this process, never handed out twice.
+_HANDED_OUT = set()
+_RNG = random.Random(os.getpid() ^ time.monotonic_ns())
+
+
+def _bindable(host, port):
     with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+        try:
+            s.bind((host, port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port_run(n, host="127.0.0.1"):
+    """A port Q such that Q .. Q+n-1 are all free now, for servers to listen on. They come from
+    the 8000 ports below the ephemeral range: a port drawn from that range (as a bind to port 0
+    gives) can be taken, between this check and the server's own bind, by any socket bound to
+    port 0 meanwhile, such as a worker the server starts first (seen: a coordinator's metrics
+    port taken so)."""
+    high = _ephemeral_low()
+    low = max(1024, high - 8000)
+    for _ in range(2000):
+        q = _RNG.randrange(low, high - n + 1)
+        ports = range(q, q + n)
+        if not _HANDED_OUT.intersection(ports) and all(_bindable(host, p) for p in ports):
+            _HANDED_OUT.update(ports)
+            return q
+    raise RuntimeError(f"no run of {n} free ports below {high}")
+
+
+def free_port(host="127.0.0.1"):
+    return free_port_run(1, host)
 
 
 def wait_healthy(address, timeout_s=30.0, credentials=None):
