@@ -15,9 +15,9 @@ import argparse
 import json
 import pathlib
 import re
-import statistics
 import subprocess
 import sys
+from statistics import median
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -31,17 +31,13 @@ def bandwidth(build, threads):
     out = subprocess.run([str(build / "bench" / "bandwidth_bench"), "--benchmark_format=json",
                           "--benchmark_min_time=1"], check=True, capture_output=True,
                          text=True).stdout
-    # The faster of the plain stream and the stream prefetched non-temporally (as the decode
+    # The best of the plain stream and the streams prefetched non-temporally (as the decode
     # tiles read): the limit is the best read rate the machine showed.
     rates = [b["GB/s"] * 1e9 for b in json.loads(out)["benchmarks"]
              if re.search(rf"threads:{threads}(/|$)", b["name"])]
     if not rates:
         raise RuntimeError(f"no bandwidth figure for {threads} threads in {out}")
     return max(rates)
-
-
-def median(values):
-    return statistics.median(values)
 
 
 def measures(run):

@@ -73,6 +73,7 @@ def test_the_cpu_image_serves_as_non_root_and_drains(request, docker_daemon, cpu
     stream = subprocess.Popen([*cli, "generate", "--temperature=0", "--max_tokens=96",
                                "--ignore_eos", "Write about the sea."],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    request.addfinalizer(stream.kill)  # a no-op once it has exited
     time.sleep(1.0)
     stopping = time.monotonic()
     daemon.docker("stop", "-t", str(STOP_GRACE_S), name, timeout=STOP_GRACE_S + 30)

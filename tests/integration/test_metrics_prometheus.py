@@ -87,12 +87,6 @@ FIRST_BUCKET_OF = {"tpserve_worker_allreduce_duration_seconds": 5e-6,
 
 # --- ports, servers -------------------------------------------------------------------------
 
-def free_port_run(n):
-    """A port Q such that Q .. Q+n-1 are all free now (the metrics ports of the coordinator
-    and of each worker)."""
-    return worker_procs.free_port_run(n, HOST)
-
-
 def metrics_url(port):
     return f"http://{HOST}:{port}/metrics"
 
@@ -128,7 +122,7 @@ def wait_metrics(server, ports, timeout_s=30.0):
 def start_server(request, tmp_path, tpserve_bin, model):
     """`tpserve serve --tp=2 --threads=1 --metrics_port=Q`, SERVING and its three /metrics
     pages answering. Returns (server, Q)."""
-    q = free_port_run(TP + 1)
+    q = worker_procs.free_port_run(TP + 1, HOST)
     server = serve_procs.start(tpserve_bin, model, tmp_path / "serve.log", host=HOST,
                                tp=TP, threads=1, metrics_port=q)
     request.addfinalizer(lambda: serve_procs.cleanup(server))  # bounded, idempotent
@@ -399,7 +393,7 @@ def start_prometheus(request, tmp_path, q):
                       for r in range(TP))
     config = tmp_path / "prometheus.yml"
     config.write_text(PROMETHEUS_CONFIG.format(host=HOST, q=q, workers=workers))
-    port = free_port_run(1)
+    port = worker_procs.free_port_run(1, HOST)
     log_path = tmp_path / "prometheus.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
