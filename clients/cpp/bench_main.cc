@@ -20,6 +20,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "clients/cpp/bench_report.h"
 #include "clients/cpp/generation_client.h"
@@ -86,6 +88,79 @@ RequestRecord RunOne(const Target& target, const tpserve::v1::GenerateRequest& r
   return r;
 }
 
+// The load's shape, from the flags; a usage error is InvalidArgument.
+struct Load {
+  Target target;
+  int64_t requests = 0;
+  int64_t concurrency = 0;
+  double rate = 0;  // requests/s; 0: fixed concurrency
+  tpserve::client::LengthDistribution prompt_len;
+  tpserve::client::LengthDistribution output_len;
+  std::vector<std::string> prompts;  // --prompts_file's lines, or empty for synthetic ids
+};
+
+absl::StatusOr<Load> LoadFromFlags() {
+  auto prompt_len = tpserve::client::LengthDistribution::Parse(absl::GetFlag(FLAGS_prompt_len));
+  if (!prompt_len.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--prompt_len ", prompt_len.status().message()));
+  }
+  auto output_len = tpserve::client::LengthDistribution::Parse(absl::GetFlag(FLAGS_output_len));
+  if (!output_len.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--output_len ", output_len.status().message()));
+  }
+  Load load{{},
+            absl::GetFlag(FLAGS_requests),
+            absl::GetFlag(FLAGS_concurrency),
+            absl::GetFlag(FLAGS_rate),
+            *prompt_len,
+            *output_len,
+            {}};
+  if (load.requests < 1 || load.concurrency < 1 || load.rate < 0) {
+    return absl::InvalidArgumentError("--requests and --concurrency must be >= 1, --rate >= 0");
+  }
+  if (!absl::GetFlag(FLAGS_prompts_file).empty()) {
+    auto read = tpserve::client::ReadPrompts(absl::GetFlag(FLAGS_prompts_file));
+    if (!read.ok()) return read.status();
+    load.prompts = *std::move(read);
+  }
+  absl::StatusOr<tpserve::client::ClientCredentials> credentials =
+      tpserve::client::MakeClientCredentials(tpserve::client::ClientSecurityFromFlags());
+  if (!credentials.ok()) return credentials.status();
+  load.target = {absl::GetFlag(FLAGS_server), *credentials, {}, absl::GetFlag(FLAGS_timeout_s)};
+  load.target.resume.max_resumes = std::max(0, absl::GetFlag(FLAGS_max_resumes));
+  return load;
+}
+
+// Runs the measured requests, at a fixed concurrency or at Poisson arrivals; one record each.
+std::vector<RequestRecord> RunMeasured(const Load& load,
+                                       const tpserve::client::RequestFactory& factory,
+                                       absl::Time t0) {
+  std::vector<RequestRecord> records(static_cast<size_t>(load.requests));
+  std::vector<std::thread> threads;
+  if (load.rate > 0) {
+    std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
+    std::exponential_distribution<double> gap(load.rate);
+    absl::Time next = t0;
+    for (int64_t i = 0; i < load.requests; ++i) {
+      absl::SleepFor(next - absl::Now());
+      threads.emplace_back(
+          [&, i] { records[static_cast<size_t>(i)] = RunOne(load.target, factory.Make(i), t0); });
+      next += absl::Seconds(gap(rng));
+    }
+  } else {
+    std::atomic<int64_t> next{0};
+    for (int64_t c = 0; c < std::min(load.concurrency, load.requests); ++c) {
+      threads.emplace_back([&] {
+        for (int64_t i = next++; i < load.requests; i = next++) {
+          records[static_cast<size_t>(i)] = RunOne(load.target, factory.Make(i), t0);
+        }
+      });
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  return records;
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "tpserve-bench --server HOST:PORT [--requests N] "
@@ -94,39 +169,15 @@ int Main(int argc, char** argv) {
       "flags may be written with dashes or underscores (--output-len = --output_len)");
   tpserve::UnderscoreFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
-  const std::string server = absl::GetFlag(FLAGS_server);
-  auto prompt_len = tpserve::client::LengthDistribution::Parse(absl::GetFlag(FLAGS_prompt_len));
-  auto output_len = tpserve::client::LengthDistribution::Parse(absl::GetFlag(FLAGS_output_len));
-  if (!prompt_len.ok() || !output_len.ok()) {
-    std::cerr << "tpserve-bench: --prompt_len/--output_len: "
-              << (prompt_len.ok() ? output_len.status() : prompt_len.status()) << "\n";
+  absl::StatusOr<Load> load = LoadFromFlags();
+  if (!load.ok()) {
+    std::cerr << "tpserve-bench: " << load.status().message() << "\n";
     return 64;
-  }
-  const int64_t requests = absl::GetFlag(FLAGS_requests);
-  const int64_t concurrency = absl::GetFlag(FLAGS_concurrency);
-  const double rate = absl::GetFlag(FLAGS_rate);
-  if (requests < 1 || concurrency < 1 || rate < 0) {
-    std::cerr << "tpserve-bench: --requests and --concurrency must be >= 1, --rate >= 0\n";
-    return 64;
-  }
-  std::vector<std::string> prompts;
-  if (!absl::GetFlag(FLAGS_prompts_file).empty()) {
-    auto read = tpserve::client::ReadPrompts(absl::GetFlag(FLAGS_prompts_file));
-    if (!read.ok()) {
-      std::cerr << "tpserve-bench: " << read.status() << "\n";
-      return 64;
-    }
-    prompts = *std::move(read);
   }
   tpserve::v1::ModelInfo info;
-  absl::StatusOr<tpserve::client::ClientCredentials> credentials =
-      tpserve::client::MakeClientCredentials(tpserve::client::ClientSecurityFromFlags());
-  if (!credentials.ok()) {
-    std::cerr << "tpserve-bench: " << credentials.status().message() << "\n";
-    return 64;
-  }
   if (grpc::Status s =
-          GenerationClient(server, absl::Seconds(30), *credentials).GetModelInfo(&info);
+          GenerationClient(load->target.server, absl::Seconds(30), load->target.credentials)
+              .GetModelInfo(&info);
       !s.ok()) {
     std::cerr << "tpserve-bench: " << tpserve::client::Describe(s) << "\n";
     return static_cast<int>(s.error_code());
@@ -137,48 +188,23 @@ int Main(int argc, char** argv) {
   // Synthetic prompts avoid the low ids, where tokenizers keep their special tokens.
   const auto last_id = static_cast<int32_t>(info.vocab_size()) - 1;
   const tpserve::client::RequestFactory factory(
-      *prompt_len, *output_len, prompts, absl::GetFlag(FLAGS_seed),
+      load->prompt_len, load->output_len, load->prompts, absl::GetFlag(FLAGS_seed),
       std::min<int32_t>(1000, last_id / 2), last_id, sampling,
       std::max<int64_t>(0, absl::GetFlag(FLAGS_shared_prefix_len)));
-  Target target{server, *credentials, {}, absl::GetFlag(FLAGS_timeout_s)};
-  target.resume.max_resumes = std::max(0, absl::GetFlag(FLAGS_max_resumes));
 
   int64_t warmup_tokens = 0;
   for (int64_t i = 0; i < absl::GetFlag(FLAGS_warmup); ++i) {
-    warmup_tokens += RunOne(target, factory.Make(-1 - i), absl::Now()).output_tokens;
+    warmup_tokens += RunOne(load->target, factory.Make(-1 - i), absl::Now()).output_tokens;
   }
-
-  std::vector<RequestRecord> records(static_cast<size_t>(requests));
   const absl::Time t0 = absl::Now();
-  std::vector<std::thread> threads;
-  if (rate > 0) {
-    std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
-    std::exponential_distribution<double> gap(rate);
-    absl::Time next = t0;
-    for (int64_t i = 0; i < requests; ++i) {
-      absl::SleepFor(next - absl::Now());
-      threads.emplace_back(
-          [&, i] { records[static_cast<size_t>(i)] = RunOne(target, factory.Make(i), t0); });
-      next += absl::Seconds(gap(rng));
-    }
-  } else {
-    std::atomic<int64_t> next{0};
-    for (int64_t c = 0; c < std::min(concurrency, requests); ++c) {
-      threads.emplace_back([&] {
-        for (int64_t i = next++; i < requests; i = next++) {
-          records[static_cast<size_t>(i)] = RunOne(target, factory.Make(i), t0);
-        }
-      });
-    }
-  }
-  for (std::thread& t : threads) t.join();
+  const std::vector<RequestRecord> records = RunMeasured(*load, factory, t0);
   const double duration_s = absl::ToDoubleSeconds(absl::Now() - t0);
 
-  const nlohmann::json config = {{"server", server},
+  const nlohmann::json config = {{"server", load->target.server},
                                  {"label", absl::GetFlag(FLAGS_label)},
-                                 {"requests", requests},
-                                 {"concurrency", rate > 0 ? 0 : concurrency},
-                                 {"rate", rate},
+                                 {"requests", load->requests},
+                                 {"concurrency", load->rate > 0 ? 0 : load->concurrency},
+                                 {"rate", load->rate},
                                  {"prompt_len", absl::GetFlag(FLAGS_prompt_len)},
                                  {"output_len", absl::GetFlag(FLAGS_output_len)},
                                  {"prompts_file", absl::GetFlag(FLAGS_prompts_file)},
