@@ -45,6 +45,7 @@ StreamResume::StreamResume(const tpserve::v1::GenerateRequest& request, const Re
 
 void StreamResume::Observe(const tpserve::v1::GenerateResponse& message) {
   received_.insert(received_.end(), message.token_ids().begin(), message.token_ids().end());
+  if (message.token_ids_size() > 0) outage_began_ = absl::InfiniteFuture();
   if (message.has_seed() && !seed_.has_value()) seed_ = message.seed();
   if (request_id_.empty()) request_id_ = message.request_id();
   if (message.finish_reason() != tpserve::v1::FINISH_REASON_UNSPECIFIED) finished_ = true;
@@ -75,8 +76,8 @@ std::optional<absl::Duration> StreamResume::NextResume(const grpc::Status& statu
   const int64_t held = original_.resume().token_ids_size() + tokens_received();
   if (original_.max_tokens() > 0 && held >= original_.max_tokens()) return std::nullopt;
   if (resumes_ >= policy_.max_resumes) return std::nullopt;
-  first_break_ = std::min(first_break_, now);
-  if (now - first_break_ > policy_.max_resume_time) return std::nullopt;
+  outage_began_ = std::min(outage_began_, now);
+  if (now - outage_began_ > policy_.max_resume_time) return std::nullopt;
   const absl::Duration wait = ResumeBackoff(policy_, resumes_, jitter);
   if (now + wait >= deadline) return std::nullopt;
   ++resumes_;

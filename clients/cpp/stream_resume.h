@@ -27,7 +27,8 @@ struct ResumePolicy {
   // down to between half and all of it.
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(2);
-  // No resend starts later than this after the call's first break.
+  // No resend starts later than this after the break that began the current outage (the
+  // first break since tokens last arrived): a long stream may ride out several restarts.
   absl::Duration max_resume_time = absl::Seconds(30);
 };
 
@@ -48,7 +49,7 @@ class StreamResume {
   StreamResume(const tpserve::v1::GenerateRequest& request, const ResumePolicy& policy);
 
   // Records one message of the stream: its token ids, the seed and request id the server
-  // reported, whether it is the final one (finish_reason set).
+  // reported, whether it is the final one (finish_reason set). Tokens end an outage.
   void Observe(const tpserve::v1::GenerateResponse& message);
 
   // The request to send now: the original one before any break; after one, the original
@@ -81,7 +82,7 @@ class StreamResume {
   std::string request_id_;        // reported by the server
   bool finished_ = false;
   int resumes_ = 0;
-  absl::Time first_break_ = absl::InfiniteFuture();
+  absl::Time outage_began_ = absl::InfiniteFuture();  // no outage: no break since tokens
 };
 
 }  // namespace tpserve::client

@@ -207,5 +207,26 @@ TEST(StreamResumeTest, ResendsAreBoundedInNumberAndTime) {
   EXPECT_FALSE(timed.NextResume(kUnavailable, false, kT0 + absl::Seconds(6), kNoDeadline, 0.0));
 }
 
+TEST(StreamResumeTest, TokensBetweenBreaksStartANewOutage) {
+  ResumePolicy policy;
+  policy.max_resume_time = absl::Seconds(5);
+  StreamResume resume(Greedy(48), policy);
+  tpserve::v1::GenerateResponse first;
+  first.set_seed(7);
+  first.add_token_ids(11);
+  resume.Observe(first);
+  EXPECT_TRUE(resume.NextResume(kUnavailable, false, kT0, kNoDeadline, 0.0).has_value());
+  // The resumed stream delivers tokens for a minute, then breaks again: a new outage.
+  tpserve::v1::GenerateResponse later;
+  later.add_token_ids(12);
+  resume.Observe(later);
+  const absl::Time second = kT0 + absl::Seconds(60);
+  EXPECT_TRUE(resume.NextResume(kUnavailable, false, second, kNoDeadline, 0.0).has_value());
+  // Breaks with no token between them stay one outage, bounded in time.
+  EXPECT_TRUE(resume.NextResume(kUnavailable, false, second + absl::Seconds(5), kNoDeadline, 0.0));
+  EXPECT_FALSE(resume.NextResume(kUnavailable, false, second + absl::Seconds(6), kNoDeadline, 0.0));
+  EXPECT_EQ(resume.resumes(), 3);
+}
+
 }  // namespace
 }  // namespace tpserve::client
