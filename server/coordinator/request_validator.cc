@@ -177,8 +177,8 @@ absl::Status RequestValidator::ValidateResume(const tpserve::v1::GenerateRequest
   return absl::OkStatus();
 }
 
-absl::StatusOr<RequestSpec> RequestValidator::Validate(
-    const tpserve::v1::GenerateRequest& r) const {
+absl::StatusOr<RequestSpec> RequestValidator::Validate(const tpserve::v1::GenerateRequest& r,
+                                                       MaxTokensUnset unset) const {
   RequestSpec spec;
   RequestSize size = PromptSize(r.prompt(), r.messages(), r.prompt_token_ids_size());
   size.stop = static_cast<uint64_t>(r.stop_size());
@@ -194,12 +194,13 @@ absl::StatusOr<RequestSpec> RequestValidator::Validate(
     }
   }
   spec.request_id = r.request_id();
-  if (r.max_tokens() == 0) return Invalid("max_tokens: must be at least 1, got 0");
+  const bool fill = r.max_tokens() == 0 && unset == MaxTokensUnset::kRestOfContext;
+  if (r.max_tokens() == 0 && !fill) return Invalid("max_tokens: must be at least 1, got 0");
   if (r.max_tokens() > limits_.max_new_tokens) {
     return Invalid(absl::StrCat("max_tokens: ", r.max_tokens(), " exceeds max_new_tokens ",
                                 limits_.max_new_tokens));
   }
-  spec.max_tokens = r.max_tokens();
+  spec.max_tokens = fill ? limits_.max_new_tokens : r.max_tokens();  // capped below when filled
 
   engine::SamplingParams& p = spec.sampling;
   p.temperature = r.has_temperature() ? r.temperature() : 1.0f;
@@ -233,6 +234,16 @@ absl::StatusOr<RequestSpec> RequestValidator::Validate(
 
   ASSIGN_OR_RETURN(spec.prompt, PromptIds(r.prompt(), r.messages(), r.prompt_token_ids(),
                                           /*add_special=*/true));
+  if (fill) {  // resumed tokens are output: within max_tokens, which this caps
+    const int64_t room =
+        static_cast<int64_t>(limits_.max_total_tokens) - static_cast<int64_t>(spec.prompt.size());
+    if (room <= static_cast<int64_t>(spec.resumed.size())) {
+      return Invalid(absl::StrCat("messages: the prompt (", spec.prompt.size(),
+                                  " tokens) leaves no room for output under max_total_tokens ",
+                                  limits_.max_total_tokens));
+    }
+    spec.max_tokens = std::min(spec.max_tokens, room);
+  }
   const uint64_t total = spec.prompt.size() + static_cast<uint64_t>(spec.max_tokens);
   if (total > limits_.max_total_tokens) {
     return Invalid(absl::StrCat("max_tokens: prompt (", spec.prompt.size(),

@@ -72,6 +72,10 @@ struct RequestSpec {
   std::string api = "grpc";  // the front end it came through ("grpc", "http"): a metrics label
 };
 
+// What a GenerateRequest with max_tokens 0 means: an error (the gRPC API), or as many tokens
+// as the limits leave after the prompt (OpenAI's chat completions, as vLLM serves them).
+enum class MaxTokensUnset { kRefuse, kRestOfContext };
+
 class RequestValidator {
  public:
   // `chat` may be null (a model without a chat template: `messages` is then refused).
@@ -91,8 +95,10 @@ class RequestValidator {
   absl::Status CheckSize(const RequestSize& size) const;
 
   // The request in the engine's terms; the engine's admission assigns its seed and id when
-  // it has none.
-  absl::StatusOr<RequestSpec> Validate(const tpserve::v1::GenerateRequest& request) const;
+  // it has none. With kRestOfContext, max_tokens 0 becomes min(max_new_tokens,
+  // max_total_tokens - prompt tokens), and a prompt that leaves no room is refused.
+  absl::StatusOr<RequestSpec> Validate(const tpserve::v1::GenerateRequest& request,
+                                       MaxTokensUnset unset = MaxTokensUnset::kRefuse) const;
 
   // The prompt ids of exactly one of text / messages / token ids (the fields' names as in
   // GenerateRequest), checked against max_input_tokens. Shared with Tokenize.

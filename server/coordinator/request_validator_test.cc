@@ -114,6 +114,38 @@ TEST_F(RequestValidatorTest, PromptBytesAlsoBoundByInputTokens) {
   EXPECT_EQ(v.PromptByteLimit(), 10 * 64 + 4096u);
 }
 
+TEST_F(RequestValidatorTest, UnsetMaxTokensIsRefusedOrFillsTheRestOfTheContext) {
+  ServingLimits l = Limits();
+  l.max_total_tokens = 10;
+  l.max_new_tokens = 6;
+  const RequestValidator v(*tokenizer_, chat_, l);
+  GenerateRequest r = Ok();
+  r.clear_prompt();
+  r.clear_max_tokens();
+  for (int i = 0; i < 3; ++i) r.add_prompt_token_ids(1);
+  EXPECT_THAT(std::string(v.Validate(r).status().message()),
+              StartsWith("max_tokens: must be at least 1"));
+  // 3 prompt tokens: max_new_tokens (6) fits under max_total_tokens (10).
+  absl::StatusOr<RequestSpec> spec = v.Validate(r, MaxTokensUnset::kRestOfContext);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->max_tokens, 6);
+  // 7 prompt tokens: the 3 left under max_total_tokens.
+  for (int i = 0; i < 4; ++i) r.add_prompt_token_ids(1);
+  spec = v.Validate(r, MaxTokensUnset::kRestOfContext);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->max_tokens, 3);
+  // 10 prompt tokens: no room.
+  for (int i = 0; i < 3; ++i) r.add_prompt_token_ids(1);
+  const absl::Status full = v.Validate(r, MaxTokensUnset::kRestOfContext).status();
+  EXPECT_EQ(full.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(full.message()),
+              HasSubstr("no room for output under max_total_tokens 10"));
+  // A given max_tokens is kept as it is.
+  r.set_max_tokens(1);
+  EXPECT_THAT(std::string(v.Validate(r, MaxTokensUnset::kRestOfContext).status().message()),
+              StartsWith("max_tokens: prompt (10 tokens) + max_tokens (1)"));
+}
+
 TEST_F(RequestValidatorTest, PromptTokenIdCount) {
   ServingLimits l = Limits();
   l.max_input_tokens = 4;

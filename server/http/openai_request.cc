@@ -278,6 +278,11 @@ absl::StatusOr<OpenAiRequest> DecodeOpenAiRequest(Endpoint endpoint, absl::strin
     RETURN_IF_ERROR(Messages(body, &request.generate));
   }
   RETURN_IF_ERROR(Sampling(body, &request.generate));
+  // Unset max_tokens: OpenAI's completions default to 16 tokens; chat keeps 0, which the
+  // server fills with the rest of the context (MaxTokensUnset::kRestOfContext), as vLLM does.
+  if (endpoint == Endpoint::kCompletions && request.generate.max_tokens() == 0) {
+    request.generate.set_max_tokens(kCompletionsDefaultMaxTokens);
+  }
   RETURN_IF_ERROR(Logprobs(body, &request));
   ASSIGN_OR_RETURN(std::optional<int64_t> n,
                    Integer(body, "n", 1, absl::StrCat("in [1, ", kMaxChoices, "]")));

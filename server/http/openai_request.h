@@ -22,6 +22,9 @@ enum class Endpoint { kCompletions, kChatCompletions };
 // The most choices (`n`) one request may ask for: each is a request of its own to the engine.
 inline constexpr uint32_t kMaxChoices = 8;
 
+// max_tokens of a completion that gives none (OpenAI's default).
+inline constexpr uint32_t kCompletionsDefaultMaxTokens = 16;
+
 struct OpenAiRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;  // as asked for (the served name when the request gave none)

@@ -59,7 +59,10 @@ TEST(OpenAiRequestTest, UnsetAndNullFieldsStayUnset) {
   EXPECT_EQ(r->model, kModel);  // no model: the served one
   EXPECT_FALSE(r->generate.has_temperature());
   EXPECT_FALSE(r->generate.has_seed());
-  EXPECT_EQ(r->generate.max_tokens(), 0u);  // the server's default
+  EXPECT_EQ(r->generate.max_tokens(), 16u);  // OpenAI's default for completions
+  absl::StatusOr<OpenAiRequest> chat = Chat(R"({"messages": [{"role": "user", "content": "Hi"}]})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->generate.max_tokens(), 0u);  // chat: the rest of the context
   EXPECT_FALSE(r->logprobs);
   EXPECT_EQ(r->generate.logprobs(), 0u);
   EXPECT_EQ(r->n, 1u);

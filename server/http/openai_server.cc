@@ -89,7 +89,8 @@ class GenerationCall {
       tpserve::v1::GenerateRequest g = request_.generate;
       g.set_request_id(request_.n > 1 ? absl::StrCat(id, "-", i) : id);
       if (g.has_seed()) g.set_seed(g.seed() + i);  // choice i draws from seed + i
-      absl::StatusOr<coordinator::RequestSpec> spec = services_.validator->Validate(g);
+      absl::StatusOr<coordinator::RequestSpec> spec =
+          services_.validator->Validate(g, coordinator::MaxTokensUnset::kRestOfContext);
       absl::Status status = spec.status();
       if (status.ok()) {
         spec->api = kApi;

@@ -149,6 +149,23 @@ def test_chat_whole_and_streamed_agree(server, client, model_name):
     assert text == want.text
 
 
+def test_max_tokens_may_be_left_out(server, client, model_name):
+    """As OpenAI and vLLM serve them: a completion gives 16 tokens; a chat runs to its end (or
+    to the rest of the context under the server's limits), as LangChain and most UIs ask."""
+    got = client.completions.create(model=model_name, prompt="Once upon a time",
+                                    temperature=0, extra_body={"ignore_eos": True})
+    assert got.choices[0].finish_reason == "length" and got.usage.completion_tokens == 16
+    chat = client.chat.completions.create(
+        model=model_name, temperature=0,
+        messages=[{"role": "user", "content": "Say hello in one short sentence."}])
+    assert chat.choices[0].finish_reason == "stop", chat
+    assert 0 < chat.usage.completion_tokens < 200
+    want = _grpc_text(server, messages=[pb.ChatMessage(role="user",
+                                                       content="Say hello in one short sentence.")],
+                      max_tokens=200, temperature=0)
+    assert chat.choices[0].message.content == want.text
+
+
 def test_streamed_completion_and_logprobs(client, model_name):
     stream = client.completions.create(model=model_name, prompt="One, two,", max_tokens=6,
                                        temperature=0, stream=True, logprobs=2,
