@@ -295,8 +295,9 @@ absl::Status WorkerPool::Start() {
 absl::Status WorkerPool::AdoptReadiesLocked() {
   std::vector<protocol::WorkerHoldings> holdings;
   for (const auto& s : sessions_) {
-    absl::StatusOr<protocol::WorkerHoldings> held =
-        protocol::DecodeReady(*s->ready, options_.vocab_size);
+    absl::StatusOr<protocol::WorkerHoldings> held = protocol::DecodeReady(
+        *s->ready, options_.vocab_size,
+        protocol::MaxKvBlocks(options_.kv_budget_bytes, options_.kv_block_size));
     if (!held.ok()) {
       MarkDownLocked(s->rank, absl::StatusCode::kFailedPrecondition,
                      std::string{held.status().message()});

@@ -24,6 +24,11 @@ absl::Status CheckSequence(size_t s, const StepSequence& seq, const StepLimits& 
   const int64_t bs = limits.kv_block_size;
   const int64_t needed = (end + bs - 1) / bs;
   const auto blocks = static_cast<int64_t>(seq.block_table.size());
+  if (blocks > limits.kv_blocks) {  // the backends allocate sequences x the longest table
+    return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block table has ", blocks,
+                                                   " blocks, more than the cache's ",
+                                                   limits.kv_blocks));
+  }
   if (blocks < needed) {
     return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block table has ", blocks,
                                                    " blocks; positions up to ", end, " need ",

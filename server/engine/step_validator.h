@@ -28,7 +28,8 @@ struct StepLimits {
 
 // OK when `batch` is within `limits`: 1 to max_batch_tokens tokens in all; each sequence has
 // tokens, all in the vocabulary, at positions [start_pos, start_pos + tokens) inside
-// [0, max_positions); its block table covers those positions, every entry in [0, kv_blocks);
+// [0, max_positions); its block table covers those positions, has at most kv_blocks entries,
+// every entry in [0, kv_blocks);
 // at most max_logit_rows logit rows. Otherwise
 // InvalidArgument naming the sequence, the field and the limit.
 absl::Status ValidateStep(const StepBatch& batch, const StepLimits& limits);

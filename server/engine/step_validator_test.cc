@@ -53,7 +53,10 @@ TEST(ValidateStepTest, RefusesWhatNoBackendCanRun) {
   ExpectRefused({{Seq({1}, 16, {0})}}, "block table has 1 blocks; positions up to 17 need 2");
   // A table longer than the positions need is fine (engine_probe passes one), its ids checked.
   EXPECT_TRUE(ValidateStep({{Seq({1}, 0, {0, 1, 2, 3, 4, 5})}}, kLimits).ok());
-  ExpectRefused({{Seq({1}, 0, {0, 1, 2, 3, 4, 5, 6, 7, 8})}}, "KV block 8 is outside [0, 8)");
+  ExpectRefused({{Seq({1}, 0, {0, 1, 2, 3, 4, 5, 6, 7, 0})}},
+                "block table has 9 blocks, more than the cache's 8");
+  ExpectRefused({{Seq({1}, 0, std::vector<int32_t>(1 << 20, 0))}},
+                "block table has 1048576 blocks");
   ExpectRefused({{Seq({1}, 0, {8})}}, "KV block 8 is outside [0, 8)");
   ExpectRefused({{Seq({1}, 0, {-3})}}, "KV block -3");
   ExpectRefused({}, "a step holds 1 to 32 tokens, got 0");

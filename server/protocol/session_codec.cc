@@ -1,5 +1,8 @@
 #include "server/protocol/session_codec.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 
 namespace tpserve::protocol {
@@ -55,8 +58,19 @@ tpserve::v1::Ready EncodeReady(const WorkerHoldings& holdings) {
   return ready;
 }
 
-absl::StatusOr<WorkerHoldings> DecodeReady(const tpserve::v1::Ready& ready, int32_t vocab_size) {
+int64_t MaxKvBlocks(uint64_t kv_budget_bytes, uint32_t kv_block_size) {
+  const uint64_t bound = kv_budget_bytes / (2 * static_cast<uint64_t>(std::max(1u, kv_block_size)));
+  return static_cast<int64_t>(std::min<uint64_t>(bound, std::numeric_limits<int32_t>::max()));
+}
+
+absl::StatusOr<WorkerHoldings> DecodeReady(const tpserve::v1::Ready& ready, int32_t vocab_size,
+                                           int64_t max_kv_blocks) {
   if (ready.kv_blocks() < 1) return absl::FailedPreconditionError("Ready: kv_blocks is 0");
+  if (ready.kv_blocks() > max_kv_blocks) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Ready: kv_blocks ", ready.kv_blocks(), " exceeds ", max_kv_blocks,
+                     ", the most the KV budget sent in Init can hold"));
+  }
   if (vocab_size > 0 && ready.vocab_size() != static_cast<uint32_t>(vocab_size)) {
     return absl::FailedPreconditionError(absl::StrCat("Ready: vocab_size ", ready.vocab_size(),
                                                       " where the model has ", vocab_size));

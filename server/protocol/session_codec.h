@@ -51,11 +51,18 @@ struct WorkerHoldings {
 };
 
 tpserve::v1::Ready EncodeReady(const WorkerHoldings& holdings);
-// The fields of `ready`, when it can be trusted: a non-empty KV cache and the vocabulary the
-// coordinator read from the model (`vocab_size`; 0: not known, not checked), whose ids the
-// coordinator then checks sampled tokens against. FailedPrecondition naming the field
-// otherwise.
-absl::StatusOr<WorkerHoldings> DecodeReady(const tpserve::v1::Ready& ready, int32_t vocab_size);
+// At most the KV blocks a worker given `kv_budget_bytes` can hold, blocks of `kv_block_size`
+// tokens each taking at least 2 bytes (a K and a V byte) per token: the bound DecodeReady
+// puts on Ready.kv_blocks, so that a peer cannot make the coordinator's block bookkeeping
+// allocate more than the budget it chose. Also within the int32 block ids.
+int64_t MaxKvBlocks(uint64_t kv_budget_bytes, uint32_t kv_block_size);
+
+// The fields of `ready`, when it can be trusted: a KV cache of 1 to `max_kv_blocks` blocks
+// (MaxKvBlocks) and the vocabulary the coordinator read from the model (`vocab_size`; 0: not
+// known, not checked), whose ids the coordinator then checks sampled tokens against.
+// FailedPrecondition naming the field otherwise.
+absl::StatusOr<WorkerHoldings> DecodeReady(const tpserve::v1::Ready& ready, int32_t vocab_size,
+                                           int64_t max_kv_blocks);
 
 }  // namespace tpserve::protocol
 

@@ -62,11 +62,14 @@ WorkerHoldings SomeHoldings() {
   return h;
 }
 
+// 32 MiB of KV in blocks of 16 tokens.
+const int64_t kMaxBlocks = MaxKvBlocks(33'554'432, 16);
+
 TEST(SessionCodecTest, ReadyRoundTripsEveryField) {
   const WorkerHoldings sent = SomeHoldings();
   tpserve::v1::Ready wire;
   ASSERT_TRUE(wire.ParseFromString(EncodeReady(sent).SerializeAsString()));
-  absl::StatusOr<WorkerHoldings> got = DecodeReady(wire, 49152);
+  absl::StatusOr<WorkerHoldings> got = DecodeReady(wire, 49152, kMaxBlocks);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->kv_blocks, sent.kv_blocks);
   EXPECT_EQ(got->weight_bytes, sent.weight_bytes);
@@ -76,17 +79,28 @@ TEST(SessionCodecTest, ReadyRoundTripsEveryField) {
   EXPECT_EQ(got->threads, sent.threads);
   EXPECT_EQ(got->step_link, sent.step_link);
   // An unknown vocabulary (0) is not checked.
-  EXPECT_TRUE(DecodeReady(wire, 0).ok());
+  EXPECT_TRUE(DecodeReady(wire, 0, kMaxBlocks).ok());
 }
 
 TEST(SessionCodecTest, AReadyThatCannotBeTrustedIsRefusedNamingTheField) {
   WorkerHoldings empty_cache = SomeHoldings();
   empty_cache.kv_blocks = 0;
-  absl::StatusOr<WorkerHoldings> got = DecodeReady(EncodeReady(empty_cache), 49152);
+  absl::StatusOr<WorkerHoldings> got = DecodeReady(EncodeReady(empty_cache), 49152, kMaxBlocks);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(got.status().message().find("kv_blocks"), std::string::npos) << got.status();
 
-  got = DecodeReady(EncodeReady(SomeHoldings()), 32000);
+  // More blocks than the budget can hold (a peer making the coordinator allocate for them).
+  WorkerHoldings huge = SomeHoldings();
+  huge.kv_blocks = 4'294'967'295;
+  got = DecodeReady(EncodeReady(huge), 49152, kMaxBlocks);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(got.status().message().find("kv_blocks 4294967295 exceeds 1048576"), std::string::npos)
+      << got.status();
+  huge.kv_blocks = kMaxBlocks;
+  EXPECT_TRUE(DecodeReady(EncodeReady(huge), 49152, kMaxBlocks).ok());
+  EXPECT_EQ(MaxKvBlocks(uint64_t{1} << 62, 16), 2147483647);  // int32 block ids
+
+  got = DecodeReady(EncodeReady(SomeHoldings()), 32000, kMaxBlocks);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(got.status().message().find("vocab_size 49152 where the model has 32000"),
             std::string::npos)

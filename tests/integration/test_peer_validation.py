@@ -123,6 +123,7 @@ HOSTILE_STEPS = [
     ([_seq(blocks=(1 << 30,))], "KV block 1073741824 is outside"),
     ([_seq(blocks=(0xFFFFFFFF,))], "block_table holds 4294967295"),
     ([_seq(start_pos=40, blocks=(0,))], "block table has 1 blocks"),
+    ([_seq(blocks=(0,) * 200000)], "block table has 200000 blocks, more than the cache's"),
     ([_seq(start_pos=100000, blocks=(0,))], "leave the context"),
     ([_seq(tokens=[1] * 600, blocks=list(range(38)))], "a step holds 1 to 512 tokens, got 600"),
     ([_seq(temperature=math.nan)], "sampling: temperature"),
@@ -166,8 +167,9 @@ class FakeWorker(worker_pb2_grpc.WorkerServicer):
     """Answers Init with a plausible Ready, then every Step with `token_id` for each sampled
     sequence (and a top list of out-of-range ids when logprobs were asked for)."""
 
-    def __init__(self, token_id):
+    def __init__(self, token_id, kv_blocks=256):
         self.token_id = token_id
+        self.kv_blocks = kv_blocks
         self.steps = 0
         self.lock = threading.Lock()
 
@@ -175,7 +177,7 @@ class FakeWorker(worker_pb2_grpc.WorkerServicer):
         for message in requests:
             if message.HasField("init"):
                 yield worker_pb2.WorkerMessage(ready=worker_pb2.Ready(
-                    kv_blocks=256, weight_bytes=1, kv_bytes=1, vocab_size=VOCAB,
+                    kv_blocks=self.kv_blocks, weight_bytes=1, kv_bytes=1, vocab_size=VOCAB,
                     comm_backend="gloo", threads=1))
             elif message.HasField("step"):
                 with self.lock:
@@ -192,15 +194,37 @@ class FakeWorker(worker_pb2_grpc.WorkerServicer):
                 return
 
 
-@pytest.fixture
-def fake_worker():
+def _serve_fake(fake):
+    """(address, server) of `fake` served on loopback."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    fake = FakeWorker(token_id=10 ** 6)
     worker_pb2_grpc.add_WorkerServicer_to_server(fake, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    yield f"127.0.0.1:{port}", fake
+    return f"127.0.0.1:{port}", server
+
+
+@pytest.fixture
+def fake_worker():
+    fake = FakeWorker(token_id=10 ** 6)
+    address, server = _serve_fake(fake)
+    yield address, fake
     server.stop(grace=None)
+
+
+def test_generate_refuses_a_ready_with_more_kv_blocks_than_the_budget(tpserve_bin, smollm_gguf):
+    """A Ready claiming 2^32-1 blocks would have the coordinator allocate ~100 GB of block
+    bookkeeping: it is refused against the KV budget the coordinator sent, with a message."""
+    fake = FakeWorker(token_id=1, kv_blocks=0xFFFFFFFF)
+    address, server = _serve_fake(fake)
+    try:
+        out = subprocess.run([str(tpserve_bin), "generate", f"--model={smollm_gguf}",
+                              "--prompt=hello", "--max_tokens=4", f"--workers={address}"],
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        server.stop(grace=None)
+    assert out.returncode == 1, (out.returncode, out.stderr[-2000:])  # an error, not a signal
+    assert "Ready: kv_blocks 4294967295 exceeds" in out.stderr, out.stderr[-2000:]
+    assert fake.steps == 0
 
 
 def test_generate_refuses_a_fake_workers_out_of_range_ids(tpserve_bin, smollm_gguf,
