@@ -12,27 +12,12 @@
 #include "glog/logging.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "grpcpp/impl/server_builder_option.h"
-#include "grpcpp/impl/server_builder_plugin.h"
+#include "server/common/server_hardening.h"
 #include "server/common/status_macros.h"
 #include "server/model/weights/weight_source.h"
 
 namespace tpserve::coordinator {
 namespace {
-
-// Linking grpc++_reflection registers its plugin with every ServerBuilder (a static
-// initialiser); this option takes it out again for --reflection=false.
-class WithoutReflection final : public grpc::ServerBuilderOption {
- public:
-  void UpdateArguments(grpc::ChannelArguments* args) override {}
-  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
-    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
-                                  [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
-                                    return p->name() == "proto_server_reflection";
-                                  }),
-                   plugins->end());
-  }
-};
 
 // The limits capped by the model: prompt + output within its context length, and a prompt or
 // an output at most that less one token.
@@ -158,13 +143,8 @@ absl::Status CoordinatorServer::Listen(const CoordinatorOptions& options) {
   grpc::ServerBuilder builder;
   // Bounds every request message before the service sees it: RESOURCE_EXHAUSTED above this.
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.limits.max_request_bytes));
-  // gRPC 1.51 (Debian 12) checks that limit only after inflating a compressed message
-  // whole: 300 KB of gzip cost 300 MB before the refusal. Compressed requests are refused
-  // instead (UNIMPLEMENTED, when their headers arrive); prompts are small, and responses
-  // were never compressed.
-  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
-  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);
-  if (!options.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
+  // Compressed requests are refused (that limit is checked only after inflating them).
+  HardenServerBuilder(&builder, options.reflection);
   builder.AddListeningPort(listen, credentials, &port_);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/common/server_hardening.h"
 
 namespace tpserve::worker {
 
@@ -18,6 +19,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   // A Step carries every sequence's tokens, block table and (with penalties) history: past
   // gRPC's default 4 MiB with long contexts and full batches. Bounded all the same.
   builder.SetMaxReceiveMessageSize(kMaxCoordinatorMessageBytes);
+  HardenServerBuilder(&builder, /*reflection=*/false);  // and compressed messages refused
   if (credentials == nullptr) credentials = grpc::InsecureServerCredentials();
   builder.AddListeningPort(listen, std::move(credentials), &s->port_);
   builder.RegisterService(s->service_.get());

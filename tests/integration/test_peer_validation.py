@@ -18,6 +18,7 @@ import grpc
 import pytest
 
 import pki
+import serve_procs
 from tpserve.v1 import generate_pb2, generate_pb2_grpc, worker_pb2, worker_pb2_grpc
 from worker_procs import free_port, stop, wait_healthy
 
@@ -267,3 +268,29 @@ def test_coordinator_refuses_a_fake_workers_step_and_stays_up(tpserve_bin, smoll
         stop([proc])
     log = proc.stderr.read()
     assert "token_id 1000000 is outside the vocabulary [0, 49152)" in log, log[-3000:]
+
+
+def test_worker_port_serves_no_reflection_and_refuses_compressed_messages(tpserve_bin,
+                                                                          smollm_gguf):
+    """A plaintext worker (loopback, no cluster credentials) does not describe its services,
+    and refuses a compressed message before inflating it (gRPC checks the 64 MiB receive
+    limit only after inflating)."""
+    address = f"127.0.0.1:{free_port()}"
+    proc = subprocess.Popen([str(tpserve_bin), "worker", f"--listen={address}",
+                             f"--model={smollm_gguf}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_healthy(address)
+        with pytest.raises(grpc.RpcError) as no_reflection:
+            serve_procs.list_services(address)
+        assert no_reflection.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        with grpc.insecure_channel(address) as channel:
+            stream = worker_pb2_grpc.WorkerStub(channel).Session(
+                iter([worker_pb2.CoordinatorMessage(init=_init(smollm_gguf))]), timeout=30,
+                compression=grpc.Compression.Gzip)
+            with pytest.raises(grpc.RpcError) as compressed:
+                list(stream)
+        assert compressed.value.code() == grpc.StatusCode.UNIMPLEMENTED, compressed.value
+        assert proc.poll() is None
+    finally:
+        assert stop([proc]) == [0]
