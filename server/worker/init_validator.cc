@@ -69,6 +69,11 @@ absl::Status ValidateInit(const tpserve::v1::Init& init, int device, const InitL
     return AboveLimit("comm_host length", init.comm_host().size(), kMaxHostBytes);
   }
   RETURN_IF_ERROR(CheckHeartbeatInterval(init.heartbeat_interval_ms()));
+  if (init.coordinator_epoch() > limits.max_coordinator_epoch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Init: coordinator_epoch ", init.coordinator_epoch(), " is later than ",
+                     limits.max_coordinator_epoch, " (this host's clock, unix ns, plus one hour)"));
+  }
   RankDevice where;
   where.device = device;
   RETURN_IF_ERROR(CheckRankBackend(init.backend(), where));

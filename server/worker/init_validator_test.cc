@@ -55,6 +55,15 @@ TEST(ValidateInitTest, RefusesHostileInits) {
   init.set_kv_block_size(1 << 20);
   EXPECT_EQ(Refusal(init, invalid), "Init: kv_block_size 1048576 is above the limit of 256");
   init = Valid();
+  InitLimits clock = kLimits;
+  clock.max_coordinator_epoch = 1000;
+  init.set_coordinator_epoch(1000);
+  EXPECT_TRUE(ValidateInit(init, -1, clock).ok());
+  init.set_coordinator_epoch(UINT64_MAX);
+  EXPECT_EQ(ValidateInit(init, -1, clock).message(),
+            "Init: coordinator_epoch 18446744073709551615 is later than 1000 (this host's clock, "
+            "unix ns, plus one hour)");
+  init = Valid();
   init.set_comm_host(std::string(300, 'h'));
   EXPECT_EQ(Refusal(init, invalid), "Init: comm_host length 300 is above the limit of 255");
   init = Valid();

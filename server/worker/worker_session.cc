@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "glog/logging.h"
 #include "server/comm/host_layout.h"
 #include "server/common/grpc_status.h"
@@ -41,7 +42,10 @@ absl::StatusOr<AcceptedInit> AcceptInit(const CoordinatorMessage& first,
   if (!first.has_init()) {
     return absl::FailedPreconditionError("the first message of a Session must be Init");
   }
-  RETURN_IF_ERROR(ValidateInit(first.init(), options.device, options.init_limits));
+  InitLimits limits = options.init_limits;
+  limits.max_coordinator_epoch = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())) +
+                                 static_cast<uint64_t>(kMaxEpochAheadNs);
+  RETURN_IF_ERROR(ValidateInit(first.init(), options.device, limits));
   AcceptedInit accepted;
   accepted.world = protocol::DecodeInit(first.init());
   absl::StatusOr<std::string> model_path = options.model_root.Resolve(accepted.world.model_path);

@@ -90,6 +90,8 @@ HOSTILE_INITS = [
      "is not a readable model under this worker's --model_root"),
     (dict(model_path="/etc/passwd"), "is not a readable model under this worker's --model_root"),
     (dict(model_path=""), "model_path is empty"),
+    # A forged epoch would take the worker over and lock out every later coordinator.
+    (dict(coordinator_epoch=(1 << 64) - 1), "coordinator_epoch 18446744073709551615 is later"),
 ]
 
 
