@@ -34,7 +34,7 @@ RUN apt-get update \
       build-essential cmake ninja-build pkg-config ca-certificates \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
       libabsl-dev prometheus-cpp-dev libgloo-dev nlohmann-json3-dev libgoogle-glog-dev \
-      libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libcpp-httplib-dev \
+      libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libboost-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # What the build reads, and no more: an edit to the docs, tests or benchmarks keeps the
@@ -94,7 +94,7 @@ RUN apt-get update \
       build-essential cmake ninja-build pkg-config ca-certificates \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
       libabsl-dev prometheus-cpp-dev libgloo-dev nlohmann-json3-dev libgoogle-glog-dev \
-      libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libcpp-httplib-dev \
+      libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libboost-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

@@ -12,7 +12,8 @@ find_package(GTest CONFIG REQUIRED)
 find_package(benchmark CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
-# The OpenAI HTTP API's server (Debian's libcpp-httplib-dev: TLS through OpenSSL).
-pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# The OpenAI HTTP API's server: Boost.Beast and Asio (Debian's libboost-dev, header-only;
+# TLS through OpenSSL).
+find_package(Boost 1.74 REQUIRED)
 
 find_program(TPSERVE_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)

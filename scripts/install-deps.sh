@@ -10,7 +10,7 @@ apt_packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libgloo-dev nlohmann-json3-dev libgoogle-glog-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev libpcre2-dev libssl-dev openssl
-  libcpp-httplib-dev
+  libboost-dev
   python3 python3-venv iproute2 prometheus
   docker-compose patchelf docker.io debootstrap
 )

@@ -75,6 +75,9 @@ ABSL_FLAG(bool, prefix_caching, true,
           "serve/coordinator: reuse the KV blocks of shared prompt prefixes (false: off)");
 ABSL_FLAG(int, http_port, 0,
           "serve/coordinator: port of the OpenAI-compatible HTTP API on --host (0: off)");
+ABSL_FLAG(int, http_max_connections, 64,
+          "serve/coordinator: HTTP connections served at once, one thread each (an open stream "
+          "holds one); another is answered 503 at once");
 ABSL_FLAG(int32_t, port, 50051, "serve/coordinator: port of the public API (0: any free one)");
 ABSL_FLAG(bool, reflection, false,
           "serve/coordinator: enable gRPC server reflection on the public port (it lists the "
@@ -285,6 +288,7 @@ absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {
   if (absl::GetFlag(FLAGS_http_port) > 0) {
     o.http.listen = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_http_port));
   }
+  o.http.threads = absl::GetFlag(FLAGS_http_max_connections);
   o.binary = "/proc/self/exe";
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.metrics_host = absl::GetFlag(FLAGS_metrics_host);
@@ -305,6 +309,10 @@ absl::Status CheckServeFlags() {
   }
   if (absl::GetFlag(FLAGS_http_port) < 0 || absl::GetFlag(FLAGS_http_port) > 65535) {
     return absl::InvalidArgumentError("--http_port must be in [0, 65535] (0: off)");
+  }
+  if (absl::GetFlag(FLAGS_http_max_connections) < 1 ||
+      absl::GetFlag(FLAGS_http_max_connections) > 4096) {
+    return absl::InvalidArgumentError("--http_max_connections must be in [1, 4096]");
   }
   return absl::OkStatus();
 }

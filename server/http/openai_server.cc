@@ -1,6 +1,5 @@
 #include "server/http/openai_server.h"
 
-#include <csignal>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -11,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
-#include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "server/common/status_macros.h"
 #include "server/http/choice_stream.h"
+#include "server/http/http_server.h"
 #include "server/http/openai_request.h"
 #include "server/http/openai_response.h"
 
@@ -28,30 +27,41 @@ constexpr char kApi[] = "http";
 // is found by a failing write, so this bounds how long its requests outlive it.
 constexpr absl::Duration kHeartbeat = absl::Milliseconds(100);
 
-void Reply(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+void Reply(HttpReply& reply, int status, const json& body, const HeaderList& extra = {}) {
+  reply.Send(status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace),
+             extra);
 }
 
-void ReplyError(httplib::Response& res, const absl::Status& status) {
-  Reply(res, HttpStatus(status), ErrorBody(status));
+void ReplyError(HttpReply& reply, const absl::Status& status, const HeaderList& extra = {}) {
+  Reply(reply, HttpStatus(status), ErrorBody(status), extra);
 }
 
-// The error an HTTP status set by the library (or by a route with no body) stands for.
-absl::Status LibraryError(int http, uint64_t max_body_bytes) {
+// The error the transport's own refusals (HttpServer) stand for.
+absl::Status TransportError(int http, const std::string& message) {
   switch (http) {
-    case 404:
-      return absl::NotFoundError(
-          "path: no such route (POST /v1/completions, "
-          "POST /v1/chat/completions, GET /v1/models, GET /health)");
-    case 405:
-      return absl::InvalidArgumentError("method: not allowed on this path");
-    case 413:
-      return absl::InvalidArgumentError(
-          absl::StrCat("body: exceeds the limit of ", max_body_bytes, " bytes"));
+    case 503:
+      return absl::UnavailableError(message);
+    case 408:
+      return absl::DeadlineExceededError(message);
     default:
-      return absl::InvalidArgumentError(absl::StrCat("request: malformed (HTTP ", http, ")"));
+      return absl::InvalidArgumentError(message);
   }
+}
+
+// %XX escapes of a path decoded (a model id may hold any character).
+std::string DecodePath(absl::string_view path) {
+  std::string out;
+  for (size_t i = 0; i < path.size(); ++i) {
+    int byte = 0;
+    if (path[i] == '%' && i + 2 < path.size() &&
+        absl::SimpleHexAtoi(path.substr(i + 1, 2), &byte)) {
+      out.push_back(static_cast<char>(byte));
+      i += 2;
+    } else {
+      out.push_back(path[i]);
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<std::pair<std::string, int>> SplitListen(const std::string& listen) {
@@ -105,12 +115,21 @@ class GenerationCall {
     return absl::OkStatus();
   }
 
-  // Waits for every choice and answers with the whole response (or the first error).
-  void ReplyWhole(httplib::Response& res) {
+  // Waits for every choice and answers with the whole response (or the first error). A
+  // client that goes away meanwhile has its requests cancelled, and no answer.
+  void ReplyWhole(HttpReply& reply) {
     std::vector<tpserve::v1::GenerateResponse> choices(request_.n);
     absl::Status failed;
+    absl::Time next_look = absl::Now() + kHeartbeat;
     while (!stream_->Done()) {
-      std::optional<ChoiceStream::Event> e = stream_->Next(absl::Seconds(1));
+      std::optional<ChoiceStream::Event> e = stream_->Next(kHeartbeat);
+      if (absl::Now() >= next_look) {  // every 100 ms, whether tokens come or not
+        if (reply.ClientGone()) {
+          stream_->Cancel();
+          return;
+        }
+        next_look = absl::Now() + kHeartbeat;
+      }
       if (!e.has_value()) continue;
       if (e->message.has_value()) {
         Accumulate(*e->message, &choices[e->index]);
@@ -119,25 +138,29 @@ class GenerationCall {
         stream_->Cancel();
       }
     }
-    if (!failed.ok()) return ReplyError(res, failed);
-    Reply(res, 200, WholeResponse(request_, header_, choices));
+    if (!failed.ok()) return ReplyError(reply, failed);
+    Reply(reply, 200, WholeResponse(request_, header_, choices));
   }
 
-  // Writes the choices' messages as SSE chunks as they come; false when the client is gone
-  // (its requests are then cancelled).
-  bool Pump(httplib::DataSink& sink) {
+  // Writes the choices' messages as SSE chunks as they come; a client that goes away has
+  // its requests cancelled.
+  void Pump(HttpReply& reply) {
     const auto write = [&](const std::string& bytes) {
-      if (sink.write(bytes.data(), bytes.size())) return true;
+      if (reply.Write(bytes)) return true;
       stream_->Cancel();
       return false;
     };
+    if (!reply.Begin(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) {
+      stream_->Cancel();
+      return;
+    }
     std::vector<bool> started(request_.n, false);
     tpserve::v1::Usage usage;
     absl::Status failed;
     while (!stream_->Done()) {
       std::optional<ChoiceStream::Event> e = stream_->Next(kHeartbeat);
       if (!e.has_value()) {
-        if (!write(": keep-alive\n\n")) return false;
+        if (!write(": keep-alive\n\n")) return;
         continue;
       }
       if (!e->message.has_value()) {
@@ -149,7 +172,7 @@ class GenerationCall {
       }
       const tpserve::v1::GenerateResponse& m = *e->message;
       if (!write(SseEvent(StreamChunk(request_, header_, e->index, m, !started[e->index])))) {
-        return false;
+        return;
       }
       started[e->index] = true;
       if (m.has_usage()) {
@@ -158,13 +181,11 @@ class GenerationCall {
       }
     }
     if (!failed.ok()) {
-      if (!write(SseEvent(ErrorBody(failed)))) return false;
+      if (!write(SseEvent(ErrorBody(failed)))) return;
     } else if (request_.include_usage) {
-      if (!write(SseEvent(UsageChunk(request_, header_, usage)))) return false;
+      if (!write(SseEvent(UsageChunk(request_, header_, usage)))) return;
     }
-    if (!write(kSseDone)) return false;
-    sink.done();
-    return true;
+    if (write(kSseDone)) reply.End();
   }
 
  private:
@@ -185,81 +206,68 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(OpenAiServerOp
                                                                   coordinator::FrontEnd services) {
   RETURN_IF_ERROR(CheckServerTls(options.tls));
   ASSIGN_OR_RETURN(const auto host_port, SplitListen(options.listen));
-  // A client gone mid-write must fail that write, not kill the process.
-  std::signal(SIGPIPE, SIG_IGN);
   std::unique_ptr<OpenAiServer> s(new OpenAiServer(std::move(options), std::move(services)));
   const OpenAiServerOptions& o = s->options_;
-  if (o.tls.enabled()) {
-    auto tls = std::make_unique<httplib::SSLServer>(
-        o.tls.cert_file.c_str(), o.tls.key_file.c_str(),
-        o.tls.client_ca_file.empty() ? nullptr : o.tls.client_ca_file.c_str());
-    if (!tls->is_valid()) {
-      return absl::InvalidArgumentError("--http_port: cannot set up TLS with --tls_cert_file");
-    }
-    s->server_ = std::move(tls);
-  } else {
-    s->server_ = std::make_unique<httplib::Server>();
-  }
-  const int threads = o.threads;
-  s->server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s->server_->set_read_timeout(absl::ToChronoSeconds(o.read_timeout));
-  s->server_->set_write_timeout(absl::ToChronoSeconds(o.write_timeout));
-  s->server_->set_payload_max_length(o.max_body_bytes);
-  s->Route();
-  const auto& [host, port] = host_port;
-  s->port_ = port == 0 ? s->server_->bind_to_any_port(host)
-                       : (s->server_->bind_to_port(host, port) ? port : -1);
-  if (s->port_ <= 0) {
-    return absl::UnavailableError(absl::StrCat("--http_port: cannot listen on ", o.listen));
-  }
-  s->listener_ = std::thread([server = s->server_.get()] { server->listen_after_bind(); });
-  LOG(INFO) << "OpenAI HTTP API on " << host << ":" << s->port_
+  HttpServerOptions transport;
+  std::tie(transport.host, transport.port) = host_port;
+  transport.tls = o.tls;
+  transport.max_connections = o.threads;
+  transport.max_body_bytes = o.max_body_bytes;
+  transport.request_timeout = o.read_timeout;
+  transport.write_timeout = o.write_timeout;
+  HttpHandlers handlers;
+  OpenAiServer* self = s.get();
+  handlers.admit = [self](const HttpRequest& head, HttpReply& reply) {
+    return self->Admit(head, reply);
+  };
+  handlers.handle = [self](const HttpRequest& request, HttpReply& reply) {
+    self->Route(request, reply);
+  };
+  handlers.error_body = [](int status, const std::string& message) {
+    return ErrorBody(TransportError(status, message)).dump();
+  };
+  ASSIGN_OR_RETURN(s->server_, HttpServer::Start(std::move(transport), std::move(handlers)));
+  LOG(INFO) << "OpenAI HTTP API on " << host_port.first << ":" << s->server_->port()
             << (o.tls.enabled() ? " (TLS)" : "");
   return s;
 }
 
 OpenAiServer::~OpenAiServer() { Shutdown(); }
 
+int OpenAiServer::port() const { return server_->port(); }
+
 void OpenAiServer::Shutdown() {
-  if (server_ != nullptr) server_->stop();
-  if (listener_.joinable()) listener_.join();
+  if (server_ != nullptr) server_->Shutdown();
 }
 
-bool OpenAiServer::Authorized(const httplib::Request& req, httplib::Response& res) const {
-  if (services_.api_keys == nullptr) return true;
-  const absl::Status status = services_.api_keys->Check(req.get_header_value("Authorization"));
-  if (!status.ok()) {
-    res.set_header("WWW-Authenticate", "Bearer");  // RFC 6750
-    ReplyError(res, status);
-  }
-  return status.ok();
+bool OpenAiServer::Admit(const HttpRequest& head, HttpReply& reply) const {
+  if (head.path == "/health" || services_.api_keys == nullptr) return true;
+  const absl::Status status = services_.api_keys->Check(head.Header("Authorization"));
+  if (status.ok()) return true;
+  if (head.method == "POST") services_.metrics->CountRequest(status, kApi);
+  ReplyError(reply, status, {{"WWW-Authenticate", "Bearer"}});  // RFC 6750
+  return false;
 }
 
-void OpenAiServer::Generate(Endpoint endpoint, const httplib::Request& req,
-                            httplib::Response& res) const {
-  if (!Authorized(req, res)) {
-    services_.metrics->CountRequest(absl::UnauthenticatedError(""), kApi);
-    return;
-  }
-  if (!absl::StartsWithIgnoreCase(req.get_header_value("Content-Type"), "application/json")) {
+void OpenAiServer::Generate(Endpoint endpoint, const HttpRequest& req, HttpReply& reply) const {
+  if (!absl::StartsWithIgnoreCase(req.Header("Content-Type"), "application/json")) {
     services_.metrics->CountRequest(absl::InvalidArgumentError(""), kApi);
-    return Reply(res, 415,
+    return Reply(reply, 415,
                  ErrorBody(absl::InvalidArgumentError("Content-Type: must be application/json")));
   }
   absl::StatusOr<OpenAiRequest> request =
       DecodeOpenAiRequest(endpoint, req.body, services_.model_info.model_name());
   if (!request.ok()) {
     services_.metrics->CountRequest(request.status(), kApi);
-    return ReplyError(res, request.status());
+    return ReplyError(reply, request.status());
   }
   const bool stream = request->stream;
-  auto call = std::make_shared<GenerationCall>(services_, *std::move(request));
-  if (absl::Status submitted = call->Submit(); !submitted.ok()) return ReplyError(res, submitted);
-  if (!stream) return call->ReplyWhole(res);
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [call](size_t /*offset*/, httplib::DataSink& sink) { return call->Pump(sink); });
+  GenerationCall call(services_, *std::move(request));
+  if (absl::Status submitted = call.Submit(); !submitted.ok()) {
+    return ReplyError(reply, submitted);
+  }
+  if (stream) return call.Pump(reply);
+  call.ReplyWhole(reply);
 }
 
 json OpenAiServer::ModelObject() const {
@@ -271,52 +279,43 @@ json OpenAiServer::ModelObject() const {
           {"max_model_len", info.context_length()}};
 }
 
-void OpenAiServer::Models(const httplib::Request& req, httplib::Response& res) const {
-  if (!Authorized(req, res)) return;
-  Reply(res, 200, {{"object", "list"}, {"data", json::array({ModelObject()})}});
-}
-
-void OpenAiServer::Model(const httplib::Request& req, httplib::Response& res) const {
-  if (!Authorized(req, res)) return;
-  const std::string name = req.matches.size() > 1 ? req.matches[1].str() : std::string();
-  if (absl::Status known = CheckServedModel(name, services_.model_info.model_name()); !known.ok()) {
-    return ReplyError(res, known);
+void OpenAiServer::Route(const HttpRequest& req, HttpReply& reply) const {
+  const std::string path = DecodePath(req.path);
+  constexpr absl::string_view kModelPrefix = "/v1/models/";
+  const bool post = req.method == "POST";
+  const bool get = req.method == "GET";
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+    if (!post) return MethodNotAllowed(reply);
+    return Generate(path == "/v1/completions" ? Endpoint::kCompletions : Endpoint::kChatCompletions,
+                    req, reply);
   }
-  Reply(res, 200, ModelObject());
-}
-
-void OpenAiServer::Route() {
-  using httplib::Request;
-  using httplib::Response;
-  server_->Post("/v1/completions", [this](const Request& req, Response& res) {
-    Generate(Endpoint::kCompletions, req, res);
-  });
-  server_->Post("/v1/chat/completions", [this](const Request& req, Response& res) {
-    Generate(Endpoint::kChatCompletions, req, res);
-  });
-  server_->Get("/v1/models", [this](const Request& req, Response& res) { Models(req, res); });
-  server_->Get("/v1/models/(.+)", [this](const Request& req, Response& res) { Model(req, res); });
-  server_->Get("/health", [this](const Request&, Response& res) {
-    if (services_.ready()) return Reply(res, 200, {{"status", "ok"}});
-    const std::string why = services_.engine->stats().down_reason;  // names the rank
-    ReplyError(
-        res, absl::UnavailableError(absl::StrCat("the server is not ready (world down or draining)",
-                                                 why.empty() ? "" : ": ", why)));
-  });
-  // The other methods on the known paths: 405.
-  const auto not_allowed = [](const Request&, Response& res) { res.status = 405; };
-  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
-    server_->Get(path, not_allowed).Put(path, not_allowed).Delete(path, not_allowed);
+  if (path == "/v1/models") {
+    if (!get) return MethodNotAllowed(reply);
+    return Reply(reply, 200, {{"object", "list"}, {"data", json::array({ModelObject()})}});
   }
-  for (const char* path : {"/v1/models", "/health"}) {
-    server_->Post(path, not_allowed).Put(path, not_allowed).Delete(path, not_allowed);
-  }
-  const uint64_t max_body = options_.max_body_bytes;
-  server_->set_error_handler([max_body](const Request&, Response& res) {
-    if (res.body.empty()) {
-      res.set_content(ErrorBody(LibraryError(res.status, max_body)).dump(), "application/json");
+  if (absl::StartsWith(path, kModelPrefix) && path.size() > kModelPrefix.size()) {
+    if (!get) return MethodNotAllowed(reply);
+    const absl::string_view name = absl::string_view(path).substr(kModelPrefix.size());
+    if (absl::Status known = CheckServedModel(name, services_.model_info.model_name());
+        !known.ok()) {
+      return ReplyError(reply, known);
     }
-  });
+    return Reply(reply, 200, ModelObject());
+  }
+  if (path == "/health") {
+    if (!get) return MethodNotAllowed(reply);
+    if (services_.ready()) return Reply(reply, 200, {{"status", "ok"}});
+    const std::string why = services_.engine->stats().down_reason;  // names the rank
+    return ReplyError(reply, absl::UnavailableError(
+                                 absl::StrCat("the server is not ready (world down or draining)",
+                                              why.empty() ? "" : ": ", why)));
+  }
+  ReplyError(reply, absl::NotFoundError("path: no such route (POST /v1/completions, "
+                                        "POST /v1/chat/completions, GET /v1/models, GET /health)"));
+}
+
+void OpenAiServer::MethodNotAllowed(HttpReply& reply) {
+  Reply(reply, 405, ErrorBody(absl::InvalidArgumentError("method: not allowed on this path")));
 }
 
 }  // namespace tpserve::http

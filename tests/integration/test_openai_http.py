@@ -263,6 +263,29 @@ def test_client_killed_mid_stream_frees_kv(server, model_name):
         proc.kill()
 
 
+def test_client_gone_before_a_whole_answer_frees_kv(server, model_name):
+    """Not streaming: the server has nothing to write until the end, yet a client that goes
+    away (an SDK's timeout) is seen within 100 ms and its request cancelled, as vLLM does."""
+    cancelled_before = _metric(server, "tpserve_requests_total", 'api="http",status="cancelled"')
+    host, port = server.http.split(":")
+    body = json.dumps({"model": model_name, "prompt": "Tell a story", "max_tokens": 400,
+                       "temperature": 0, "ignore_eos": True}).encode()
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        deadline = time.time() + 30
+        while _metric(server, "tpserve_requests_running") != 1:
+            assert time.time() < deadline
+            time.sleep(0.05)
+    deadline = time.time() + 5
+    while _metric(server, "tpserve_requests_running") != 0 or \
+            _metric(server, "tpserve_kv_cache_usage_ratio") != 0:
+        assert time.time() < deadline, "the gone client's request still holds its KV"
+        time.sleep(0.05)
+    assert _metric(server, "tpserve_requests_total",
+                   'api="http",status="cancelled"') == cancelled_before + 1
+
+
 def _malformed(model):
     good = {"model": model, "prompt": "hi", "max_tokens": 2}
     chat = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
@@ -361,6 +384,89 @@ def test_slow_loris_is_dropped_and_others_served(server, client, model_name):
         slow.close()
 
 
+def _raw(server, request_bytes, timeout_s=30):
+    """Sends raw bytes and reads until the server closes: (elapsed s, the answer)."""
+    host, port = server.http.split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+        start = time.time()
+        try:
+            sock.sendall(request_bytes)
+        except OSError:
+            pass  # refused before all was sent: the answer is still there to read
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        return time.time() - start, answer
+
+
+def test_a_slow_loris_dripping_bytes_is_dropped_at_the_request_deadline(server, client,
+                                                                        model_name):
+    """One header byte per second keeps a per-read timeout happy forever; the server's
+    deadline covers the whole request (10 s)."""
+    host, port = server.http.split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as slow:
+        slow.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+        start = time.time()
+        closed_after = None
+        for i in range(25):
+            try:
+                slow.sendall(b"X-Drip-%d: y\r\n" % i)
+            except OSError:
+                closed_after = time.time() - start
+                break
+            time.sleep(1)
+        assert closed_after is not None and closed_after < 15, closed_after
+    got = client.completions.create(model=model_name, prompt="Hi", max_tokens=2)
+    assert got.usage.completion_tokens >= 1
+
+
+def test_framing_limits_hold_before_a_body_is_read(server):
+    """A chunked body over the limit (413: the limit holds without a Content-Length), a
+    compressed body (415: the server never inflates), 1 MiB of headers (431), and a request
+    line that never ends: each refused with an OpenAI error, the server serving on."""
+    head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    chunk = b"%x\r\n%s\r\n" % (1 << 20, b" " * (1 << 20))
+    _, answer = _raw(server, head + b"Transfer-Encoding: chunked\r\n\r\n" + chunk * 6)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:300]
+    assert b"body: exceeds the limit of" in answer
+    _, answer = _raw(server, head + b"Content-Encoding: gzip\r\nContent-Length: 20\r\n\r\n"
+                     + b"\x1f\x8b" + b"\0" * 18)
+    assert answer.startswith(b"HTTP/1.1 415") and b"Content-Encoding" in answer, answer[:300]
+    _, answer = _raw(server, head + b"X-Big: " + b"a" * (1 << 20) + b"\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 431") and b"headers: exceed" in answer, answer[:300]
+    _, answer = _raw(server, b"GET /" + b"a" * (8 << 20))  # no end of line
+    assert answer.startswith(b"HTTP/1.1 4"), answer[:300]
+    assert _get(server.http, "/health")[0] == 200
+
+
+def test_connections_beyond_the_limit_are_answered_503_at_once(request, tmp_path_factory,
+                                                                tpserve_bin, smollm_gguf):
+    """--http_max_connections idle connections hold every slot: the next is told so (503), not
+    queued unanswered; once they go, the server serves again."""
+    srv = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "openai-slots",
+                 http_max_connections=4)
+    host, port = srv.http.split(":")
+    idle = [socket.create_connection((host, int(port)), timeout=30) for _ in range(4)]
+    try:
+        deadline = time.time() + 10
+        while True:  # until the server has taken all four (a probe served meanwhile closes)
+            elapsed, answer = _raw(srv, b"GET /health HTTP/1.1\r\nHost: x\r\n"
+                                        b"Connection: close\r\n\r\n")
+            if not answer.startswith(b"HTTP/1.1 200") or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        assert answer.startswith(b"HTTP/1.1 503") and b"at most 4" in answer, answer[:300]
+        assert elapsed < 2
+    finally:
+        for sock in idle:
+            sock.close()
+    deadline = time.time() + 10
+    while _get(srv.http, "/health")[0] != 200:
+        assert time.time() < deadline
+        time.sleep(0.1)
+    assert serve_procs.stop(srv, timeout_s=60) == 0, srv.log_tail()
+
+
 def test_requests_counted_by_api(server):
     assert _metric(server, "tpserve_requests_total", 'api="http",status="ok"') >= 5
     assert _metric(server, "tpserve_requests_total", 'api="http",status="invalid_argument"') >= 20
@@ -387,6 +493,15 @@ def test_tls_keys_name_and_drain(request, tmp_path_factory, tpserve_bin, smollm_
     assert r.status == 401 and r.getheader("WWW-Authenticate") == "Bearer"
     assert json.loads(r.read())["error"]["type"] == "authentication_error"
     conn.close()
+    # A body from a client without a key is never read: the 401 comes before it is sent.
+    conn = _connect(srv.http, tls)
+    conn.putrequest("POST", "/v1/completions")
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Content-Length", str(MAX_BODY))
+    conn.endheaders()
+    r = conn.getresponse()
+    assert r.status == 401 and json.loads(r.read())["error"]["type"] == "authentication_error"
+    conn.close()
     assert _get(srv.http, "/health", tls=tls)[0] == 200  # probes need no key
     with pytest.raises((http.client.HTTPException, OSError)):
         _get(srv.http, "/health")  # plaintext to a TLS port
@@ -398,6 +513,16 @@ def test_tls_keys_name_and_drain(request, tmp_path_factory, tpserve_bin, smollm_
                          http_client=http_client)
     assert good.models.list().data[0].id == "smol-test"
     assert good.models.retrieve("smol-test").id == "smol-test"
+    # Rotation: new files in place (another CA's certificate) serve the next connection.
+    ca2 = pki.make_ca(d, "ca2")
+    key2, cert2 = pki.make_cert(d, "server2", ca2, pki.SERVER_EXT)
+    key.write_bytes(key2.read_bytes())
+    cert.write_bytes(cert2.read_bytes())
+    tls = ssl.create_default_context(cafile=str(ca2[1]))
+    assert _get(srv.http, "/health", tls=tls)[0] == 200
+    http_client = openai.DefaultHttpxClient(verify=tls, timeout=CALL_S)
+    good = openai.OpenAI(base_url=base, api_key="sk-test-one", max_retries=0,
+                         http_client=http_client)
     def open_stream(tokens):
         return good.completions.create(model="smol-test", prompt="Count:", max_tokens=tokens,
                                        temperature=0, stream=True,
