@@ -10,14 +10,17 @@
 #     64: tokens/s and the fraction of the HBM limit), `tpserve generate` on the GPU and on
 #     the CPU (their greedy tokens side by side), and through GPU worker processes
 #     (`generate --workers`, TP=1 and TP=2 sharing the GPU);
-#   - under one deadline (TPSERVE_GPU_DEADLINE, default 480 s): each binary's timeout is what
-#     is left of it;
+#   - under one deadline (TPSERVE_GPU_DEADLINE, default 480 s), which it does not overrun:
+#     each binary's timeout is what is left of it (less END_RESERVE_S for the end); worker
+#     processes start only when there is time for them, their port files are awaited within
+#     it, and they are stopped with SIGTERM, then SIGKILL after a short grace;
 #   - writes $OUT/gpu_results.json (OUT defaults to .cache/gpu) after every binary and on
 #     exit, whatever happens: each binary's exit code or signal, whether it timed out, its
-#     GoogleTest report (or that none came), and the log beside it ($OUT/gpu_run.log). Two
-#     files, within what a device call brings back.
+#     GoogleTest report (or that none came), and the log beside it ($OUT/gpu_run.log, which
+#     keeps the last TPSERVE_GPU_LOG_KB, default 8192, of the output). Two files, within what
+#     a device call brings back.
 # Environment: OUT, TPSERVE_GPU_DEADLINE, TPSERVE_GPU_BUNDLE (default .gpu-bundle),
-# TPSERVE_GPU_MODEL (default: the bundle's model).
+# TPSERVE_GPU_MODEL (default: the bundle's model), TPSERVE_GPU_LOG_KB.
 # Exit status: 0 when everything ran and passed; 1 otherwise; 2 without a bundle.
 # Without a GPU (CI, or a chroot proving the bundle) every test skips with its reason and the
 # benchmark and the GPU generation are recorded as skipped.
@@ -32,7 +35,68 @@ work="$(mktemp -d)"
 started=$(date +%s)
 elapsed() { echo $(($(date +%s) - started)); }
 left() { echo $((deadline - $(elapsed))); }
-exec > >(tee "$out/gpu_run.log") 2>&1
+END_RESERVE_S=15  # kept from every binary's timeout for the end: stopping workers, the JSON
+STOP_GRACE_S=3    # from SIGTERM to SIGKILL for a worker process
+# The output goes to stdout and to the log, which keeps the newest TPSERVE_GPU_LOG_KB of it
+# (at least half, after a marker line): a binary that floods its output cannot make a file
+# too big to come back.
+log_cap=$((${TPSERVE_GPU_LOG_KB:-8192} * 1024))
+exec > >(LC_ALL=C awk -v f="$out/gpu_run.log" -v cap="$log_cap" '
+  BEGIN {
+    printf "" > f; close(f); n = 0; keep = int(cap / 2)
+    mark = "[run.sh: older output dropped; the log keeps the newest " keep " bytes]"
+  }
+  {
+    print; fflush()
+    print >> f; fflush(f)
+    n += length($0) + 1
+    if (n > cap) {  # the file: the marker line, then its last `keep` bytes
+      close(f)
+      system("{ echo \"" mark "\"; tail -c " keep " \"" f "\"; } > \"" f ".tmp\" && " \
+             "mv \"" f ".tmp\" \"" f "\"")
+      n = length(mark) + 1 + keep
+    }
+  }') 2>&1
+logger=$!
+
+# alive PID: the process exists and is not a zombie.
+alive() {
+  local stat
+  { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
+  stat="${stat##*) }"
+  [[ -n "$stat" && "${stat:0:1}" != Z ]]
+}
+any_alive() {  # PID...: one of them runs
+  local p
+  for p in "$@"; do alive "$p" && return 0; done
+  return 1
+}
+await_end() {  # TENTHS PID...: up to TENTHS tenths of a second for every PID to end
+  local tenths="$1"
+  shift
+  while ((tenths-- > 0)) && any_alive "$@"; do sleep 0.1; done
+  return 0
+}
+# stop_pids PID...: SIGTERM; up to STOP_GRACE_S (less when the deadline is nearer) for them to
+# end; SIGKILL for those left, and up to 2 s more. Reaps those that ended; names any that did
+# not (a process stuck in the driver) and leaves it: the script ends within its deadline.
+stop_pids() {
+  local grace=$STOP_GRACE_S p
+  (($(left) - 5 < grace)) && grace=$(($(left) - 5))
+  ((grace < 0)) && grace=0
+  for p in "$@"; do kill -TERM "$p" 2>/dev/null; done
+  await_end $((grace * 10)) "$@"
+  for p in "$@"; do alive "$p" && kill -KILL "$p" 2>/dev/null; done
+  await_end 20 "$@"
+  for p in "$@"; do
+    if alive "$p"; then
+      echo "run.sh: process $p did not end after SIGKILL; left as it is"
+    else
+      wait "$p" 2>/dev/null
+    fi
+  done
+  return 0
+}
 
 # JSON pieces. str: a string literal (control characters dropped, newlines kept as \n).
 str() {
@@ -82,6 +146,10 @@ on_exit() {
   echo "run.sh: $status after $(elapsed) s; results in $results"
   if command -v python3 >/dev/null; then python3 "$root/tests/gpu/summarize.py" "$results" || true; fi
   rm -rf "$work"
+  # The log complete before the script ends: the logger ends once its input closes (2 s at most).
+  exec >/dev/null 2>&1
+  local tries
+  for ((tries = 20; tries > 0; tries--)); do alive "$logger" || break; sleep 0.1; done
 }
 trap on_exit EXIT
 trap 'status="stopped by a signal"; exit 143' TERM INT HUP
@@ -159,12 +227,13 @@ done
 probe+=",\"model\":$(str "${model##*/}"),\"ldd_missing\":{$ldd_missing}}"
 write_results
 
-# run NAME CAP_S OUTCOME_FILE CMD...: runs CMD with the smaller of CAP_S and what is left of
-# the deadline (keeping 15 s for the end); sets rc, signal, timed_out, seconds, timeout_s.
+# run_bounded CAP_S CMD...: runs CMD with the smaller of CAP_S and what is left of the deadline
+# (less END_RESERVE_S); sets rc, signal, timed_out, seconds, timeout_s. Returns 1, running
+# nothing, when that leaves under 5 s.
 run_bounded() {
   local cap="$1"
   shift
-  timeout_s=$(($(left) - 15))
+  timeout_s=$(($(left) - END_RESERVE_S))
   ((timeout_s > cap)) && timeout_s=$cap
   rc="" signal="" timed_out=false seconds=0
   if ((timeout_s < 5)); then return 1; fi
@@ -185,6 +254,11 @@ record() {  # name kind outcome extra-json-fields
   echo "-- $1: $3 (rc ${rc:-none}${signal:+, $signal}, $seconds s)"
   write_results
 }
+not_run() {  # name kind [outcome]: a failure with no process to show for it
+  rc="" signal="" timed_out=false seconds=0 timeout_s=0
+  record "$1" "$2" "${3:-not run: deadline}" ""
+  failed=1
+}
 failed=0
 top_count() { sed -n "s/^  \"$1\": \([0-9]*\),*$/\1/p" "$2" | head -1; }
 
@@ -196,8 +270,7 @@ for p in "${programs[@]}"; do
   [[ "$p" == cuda_llama_model_test ]] && cap=240
   echo "-- $p"
   if ! run_bounded "$cap" "$bin/$p" --gtest_output="json:$report"; then
-    record "$p" gtest "not run: deadline" ""
-    failed=1
+    not_run "$p" gtest
     continue
   fi
   tests="$(top_count tests "$report")"
@@ -234,8 +307,7 @@ if run_bounded 150 "$bin/cuda_decode_throughput" --batches=1,16,64 --context=512
   fi
   record cuda_decode_throughput bench "$outcome" ""
 else
-  record cuda_decode_throughput bench "not run: deadline" ""
-  failed=1
+  not_run cuda_decode_throughput bench
 fi
 
 echo "== tpserve generate, GPU and CPU ($(elapsed) s)"
@@ -248,8 +320,7 @@ generate_tokens() {
   ids=""
   if ! run_bounded "$cap" "$bin/tpserve" generate --model="$model" --chat --max_tokens=24 --json \
     --prompt="What is the capital of France?" "$@" >"$f"; then
-    record "$label" generate "not run: deadline" ""
-    failed=1
+    not_run "$label" generate
     return
   fi
   ids="$(sed -n 's/.*"token_ids":\[\([0-9,]*\)\].*/\1/p' "$f")"
@@ -283,25 +354,42 @@ else
   # ranks on the one GPU (shared-memory collectives staged through host memory).
   workers=()
   stop_workers() {
-    for w in "${workers[@]}"; do kill -TERM "$w" 2>/dev/null; done
-    for w in "${workers[@]}"; do wait "$w" 2>/dev/null; done
+    ((${#workers[@]})) && stop_pids "${workers[@]}"
     workers=()
   }
-  # served TP: starts TP GPU workers, generates through them; sets ids (or empty).
+  # served TP: starts TP GPU workers, generates through them; sets ids (or empty). Starts none
+  # unless the deadline leaves time to start them (their port files awaited up to 10 s), to
+  # generate (5 s at least) and to stop them.
   served() {
-    local tp="$1" addresses="" r
+    local tp="$1" addresses="" r port_until
+    local label="tpserve generate --workers (GPU workers, TP=$tp)"
+    ids=""
+    if (($(left) < END_RESERVE_S + 10)); then
+      not_run "$label" generate
+      return
+    fi
     for ((r = 0; r < tp; r++)); do
       rm -f "$work/port$r"
       "$bin/tpserve" worker --listen=127.0.0.1:0 --port_file="$work/port$r" --device=0 \
         --model="$model" 2>"$work/worker$tp-$r.log" &
       workers+=($!)
     done
+    port_until=$(($(date +%s) + 10))
+    ((port_until > started + deadline - END_RESERVE_S - 5)) &&
+      port_until=$((started + deadline - END_RESERVE_S - 5))
     for ((r = 0; r < tp; r++)); do
-      for _ in $(seq 100); do [[ -s "$work/port$r" ]] && break; sleep 0.1; done
-      addresses+="${addresses:+,}127.0.0.1:$(cat "$work/port$r" 2>/dev/null)"
+      while [[ ! -s "$work/port$r" ]] && alive "${workers[r]}" && (($(date +%s) < port_until)); do
+        sleep 0.1
+      done
+      if [[ ! -s "$work/port$r" ]]; then
+        not_run "$label" generate "failed: rank $r wrote no port file"
+        stop_workers
+        tail -5 "$work/worker$tp-$r.log"
+        return
+      fi
+      addresses+="${addresses:+,}127.0.0.1:$(cat "$work/port$r")"
     done
-    generate_tokens "tpserve generate --workers (GPU workers, TP=$tp)" true 90 \
-      --workers="$addresses" --comm=shm
+    generate_tokens "$label" true 90 --workers="$addresses" --comm=shm
     stop_workers
     [[ -n "$ids" ]] || ! $have_gpu || tail -5 "$work"/worker"$tp"-*.log
   }

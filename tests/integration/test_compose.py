@@ -6,31 +6,23 @@ machine. Secrets from scripts/make-dev-certs.sh, host ports chosen free. It chec
 - the coordinator starts only once both workers are healthy, then turns healthy itself;
 - a request is served over TLS with an API key from outside;
 - Prometheus scrapes the coordinator and both workers (its targets API says up);
-- a worker killed under a stream is restarted and the stream completes;
+- a worker killed under a running stream is restarted, and the stream completes with every
+  token of an undisturbed greedy run;
 - `docker-compose down` leaves no container and no network."""
-import datetime
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import time
 import urllib.request
 
+import docker_env
 import worker_procs
 
 HERE = pathlib.Path(__file__).resolve().parent
-
-
-def _parse_time(text):
-    """Docker's RFC 3339 timestamps (nanoseconds, 'Z' or an offset) as an aware datetime."""
-    text = text.strip().replace("Z", "+00:00")
-    if "." in text:
-        head, rest = text.split(".", 1)
-        digits = "".join(c for c in rest if c.isdigit())
-        zone = rest[len(digits):]
-        text = f"{head}.{digits[:6]}{zone}"
-    return datetime.datetime.fromisoformat(text)
+KILL_TOKENS = 256  # greedy, --ignore_eos: the kill lands after the first few
 
 
 def test_compose_brings_up_the_deployment(request, tmp_path, docker_daemon, cpu_image, binary,
@@ -71,10 +63,10 @@ def test_compose_brings_up_the_deployment(request, tmp_path, docker_daemon, cpu_
         assert time.monotonic() - started < 300, run("logs", "--tail=80").stdout[-4000:]
         time.sleep(1.0)
     # depends_on service_healthy: the coordinator started after both workers were healthy.
-    coordinator_start = _parse_time(inspect("coordinator", "{{.State.StartedAt}}"))
+    coordinator_start = docker_env.parse_time(inspect("coordinator", "{{.State.StartedAt}}"))
     for worker in ("worker0", "worker1"):
         checks = json.loads(inspect(worker, "{{json .State.Health.Log}}"))
-        first_healthy = min(_parse_time(c["End"]) for c in checks if c["ExitCode"] == 0)
+        first_healthy = min(docker_env.parse_time(c["End"]) for c in checks if c["ExitCode"] == 0)
         assert first_healthy <= coordinator_start, (worker, first_healthy, coordinator_start)
 
     key = next(line for line in (secrets / "api-keys.txt").read_text().splitlines()
@@ -97,16 +89,21 @@ def test_compose_brings_up_the_deployment(request, tmp_path, docker_daemon, cpu_
         assert time.monotonic() < deadline, targets
         time.sleep(2.0)
 
-    # A worker killed under a stream: restarted (restart: unless-stopped), the world rebuilt,
-    # the stream completed.
-    stream = subprocess.Popen([*cli, "generate", "--temperature=0", "--max_tokens=96",
-                               "--ignore_eos", "Write about the sea."],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
-    os.kill(int(inspect("worker1", "{{.State.Pid}}")), signal.SIGKILL)
-    out, err = stream.communicate(timeout=240)
-    assert stream.returncode == 0 and out.strip(), err[-2000:]
+    # A worker killed under a stream (once its first tokens have arrived): restarted (restart:
+    # unless-stopped), the world rebuilt, the stream's sequence recomputed, and the stream
+    # completed with the tokens of an undisturbed run. --max_resumes=0: the server, not a
+    # resend of the CLI, carries it through.
+    ask = [*cli, "generate", "--json", "--temperature=0", f"--max_tokens={KILL_TOKENS}",
+           "--ignore_eos", "Write about the sea."]
+    want = docker_env.undisturbed_tokens(ask, KILL_TOKENS)
+    victim = int(inspect("worker1", "{{.State.Pid}}"))
+    messages, killed, code, err = docker_env.stream_through(
+        ask, lambda: os.kill(victim, signal.SIGKILL), 240)
+    docker_env.assert_completed(messages, code, err, want)
+    assert docker_env.tokens(m for m in messages if m[0] > killed), "no token after the kill"
     assert int(inspect("worker1", "{{.RestartCount}}")) >= 1
+    logs = run("logs", "coordinator").stdout
+    assert re.search(r"recomputing [1-9]", logs), logs[-3000:]  # the stream was running
 
     run("down", "--volumes", "--remove-orphans", timeout=300)
     left = daemon.docker("ps", "-a", "-q", "--filter",

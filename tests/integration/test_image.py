@@ -7,10 +7,12 @@ of it (host network, the model mounted read-only at /models) serves `serve --tp 
 - its HEALTHCHECK turns healthy;
 - tpserve-cli, from outside, streams an answer, and every process in it runs as uid 10001;
 - /metrics is served;
-- `docker stop` drains: a stream running at the stop completes, and tpserve exits 0 within
-  the grace period.
-The image's size, the build time, the time to healthy and the drain time are printed, and
-written under $TPSERVE_RESULTS_DIR (docker_image.json) when it is set."""
+- `docker stop` drains: a stream that has begun (its first tokens printed) when the stop is
+  sent goes on past the server's SIGTERM and completes, every token as in an undisturbed
+  greedy run, and tpserve exits 0 within the grace period.
+The image's size, the build time, the time to healthy, the drain time and the tokens that
+arrived after the SIGTERM are printed, and written under $TPSERVE_RESULTS_DIR
+(docker_image.json) when it is set."""
 import json
 import os
 import pathlib
@@ -18,10 +20,12 @@ import subprocess
 import time
 import urllib.request
 
+import docker_env
 import worker_procs
 
 IMAGE = "tpserve:cpu"  # built by conftest's cpu_image
 STOP_GRACE_S = 40
+DRAIN_TOKENS = 512  # greedy, --ignore_eos: ~3 s on two CPU cores, far longer than a stop takes
 
 
 def _record(figures):
@@ -69,18 +73,34 @@ def test_the_cpu_image_serves_as_non_root_and_drains(request, docker_daemon, cpu
         metrics = r.read().decode()
     assert 'tpserve_requests_total{api="grpc",status="ok"} 1' in metrics, metrics[:2000]
 
-    # docker stop (SIGTERM) under a running stream: it completes, then tpserve exits 0.
-    stream = subprocess.Popen([*cli, "generate", "--temperature=0", "--max_tokens=96",
-                               "--ignore_eos", "Write about the sea."],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    request.addfinalizer(stream.kill)  # a no-op once it has exited
-    time.sleep(1.0)
-    stopping = time.monotonic()
-    daemon.docker("stop", "-t", str(STOP_GRACE_S), name, timeout=STOP_GRACE_S + 30)
-    image["drain_s"] = round(time.monotonic() - stopping, 1)
-    out, err = stream.communicate(timeout=60)
-    assert stream.returncode == 0, err[-2000:]
-    assert _inspect(daemon, name, "{{.State.ExitCode}}") == "0", \
-        daemon.docker("logs", name).stderr[-3000:]
+    # docker stop (SIGTERM) under a running stream: it completes, with the tokens of an
+    # undisturbed run, then tpserve exits 0. The stream is long enough (seconds on a CPU) for
+    # the stop to land while it runs; tokens that arrive after the server logged its drain
+    # show that it did.
+    ask = [*cli, "generate", "--json", "--temperature=0", f"--max_tokens={DRAIN_TOKENS}",
+           "--ignore_eos", "Write about the sea."]
+    want = docker_env.undisturbed_tokens(ask, DRAIN_TOKENS)
+    stopper = []
+
+    def stop():
+        stopper.append(subprocess.Popen(
+            ["docker", "stop", "-t", str(STOP_GRACE_S), name], env=daemon.env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+        request.addfinalizer(stopper[0].kill)  # a no-op once it has exited
+
+    messages, stopping, code, err = docker_env.stream_through(ask, stop, STOP_GRACE_S + 60)
+    stopped = stopper[0].wait(timeout=max(1.0, stopping + STOP_GRACE_S + 30 - time.time()))
+    image["drain_s"] = round(time.time() - stopping, 1)
+    assert stopped == 0, stopper[0].stderr.read()
+    docker_env.assert_completed(messages, code, err, want)
+    logs = daemon.docker("logs", "--timestamps", name)
+    logs = logs.stdout + logs.stderr
+    draining = [docker_env.parse_time(line.split(" ", 1)[0]).timestamp()
+                for line in logs.splitlines() if ", draining (up to " in line]
+    assert len(draining) == 1, logs[-3000:]
+    after = docker_env.tokens(m for m in messages if m[0] > draining[0])
+    image["tokens_after_sigterm"] = len(after)
+    assert after, f"the stream ended before tpserve began to drain: {logs[-3000:]}"
+    assert _inspect(daemon, name, "{{.State.ExitCode}}") == "0", logs[-3000:]
     assert image["drain_s"] < STOP_GRACE_S
     _record(image)
