@@ -6,10 +6,22 @@
 
 namespace tpserve::comm {
 
+absl::Status InMemoryStore::PutLocked(const std::string& key, std::string value) {
+  auto it = values_.find(key);
+  const size_t before = it == values_.end() ? 0 : key.size() + it->second.size();
+  const size_t after = key.size() + value.size();
+  if (bytes_ - before + after > max_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "store: setting key '", key, "' would pass the store's limit of ", max_bytes_, " bytes"));
+  }
+  bytes_ = bytes_ - before + after;
+  values_[key] = std::move(value);
+  return absl::OkStatus();
+}
+
 absl::Status InMemoryStore::Set(const std::string& key, const std::string& value) {
   absl::MutexLock lock(&mu_);
-  values_[key] = value;
-  return absl::OkStatus();
+  return PutLocked(key, value);
 }
 
 absl::StatusOr<std::string> InMemoryStore::Get(const std::string& key, absl::Duration timeout) {
@@ -39,13 +51,17 @@ absl::StatusOr<int64_t> InMemoryStore::Add(const std::string& key, int64_t delta
     return absl::InvalidArgumentError(absl::StrCat("store: key '", key, "' is not an integer"));
   }
   current += delta;
-  values_[key] = absl::StrCat(current);
+  if (absl::Status put = PutLocked(key, absl::StrCat(current)); !put.ok()) return put;
   return current;
 }
 
 void InMemoryStore::EraseWithPrefix(const std::string& prefix) {
   absl::MutexLock lock(&mu_);
-  absl::erase_if(values_, [&](const auto& kv) { return absl::StartsWith(kv.first, prefix); });
+  absl::erase_if(values_, [&](const auto& kv) {
+    if (!absl::StartsWith(kv.first, prefix)) return false;
+    bytes_ -= kv.first.size() + kv.second.size();
+    return true;
+  });
 }
 
 }  // namespace tpserve::comm

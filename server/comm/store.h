@@ -33,9 +33,11 @@ class Store {
   virtual absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) = 0;
 };
 
-// A Store in this process's memory.
+// A Store in this process's memory, of at most `max_bytes` of keys and values together (a
+// Set or Add past it is ResourceExhausted: what peers put there is bounded).
 class InMemoryStore final : public Store {
  public:
+  explicit InMemoryStore(size_t max_bytes = SIZE_MAX) : max_bytes_(max_bytes) {}
   absl::Status Set(const std::string& key, const std::string& value) override;
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override;
   absl::Status Wait(const std::vector<std::string>& keys, absl::Duration timeout) override;
@@ -44,8 +46,14 @@ class InMemoryStore final : public Store {
   void EraseWithPrefix(const std::string& prefix);
 
  private:
+  // Stores `value` under `key` within max_bytes_.
+  absl::Status PutLocked(const std::string& key, std::string value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const size_t max_bytes_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of every key and value
 };
 
 }  // namespace tpserve::comm

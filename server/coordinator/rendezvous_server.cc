@@ -1,6 +1,8 @@
 #include "server/coordinator/rendezvous_server.h"
 
 #include <algorithm>
+#include <memory>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -28,13 +30,13 @@ void RendezvousServer::Open() {
 }
 
 void RendezvousServer::Close(const std::string& erase_prefix) {
-  std::vector<std::thread> threads;
+  std::list<Blocker> blockers;
   {
     absl::MutexLock lock(&mu_);
     closed_ = true;
-    threads.swap(threads_);
+    blockers.splice(blockers.end(), blockers_);  // nodes stay put: each thread's `done`
   }
-  for (std::thread& t : threads) t.join();
+  for (Blocker& b : blockers) b.thread.join();
   if (!erase_prefix.empty()) store_.EraseWithPrefix(erase_prefix);
 }
 
@@ -74,16 +76,39 @@ void RendezvousServer::Serve(const StoreRequest& request, Reply reply) {
             "StoreRequest: more than ", kMaxBlocking, " blocking operations in flight"));
         break;
       }
+      ReapLocked();
+      Blocker& blocker = blockers_.emplace_back();
+      auto answer = std::make_shared<Reply>(std::move(reply));  // kept if no thread is had
+      try {
+        blocker.thread = std::thread([this, &blocker, id, op = *std::move(op), answer] {
+          (*answer)(protocol::EncodeStoreReply(id, Blocking(op)));
+          absl::MutexLock lock(&mu_);
+          --blocking_;
+          blocker.done = true;
+        });
+      } catch (const std::system_error& e) {  // no thread to be had: refused, not fatal
+        blockers_.pop_back();
+        (*answer)(protocol::EncodeStoreReply(
+            id, absl::ResourceExhaustedError(
+                    absl::StrCat("StoreRequest: no thread for a blocking operation: ", e.what()))));
+        return;
+      }
       ++blocking_;
-      threads_.emplace_back([this, id, op = *std::move(op), reply = std::move(reply)] {
-        reply(protocol::EncodeStoreReply(id, Blocking(op)));
-        absl::MutexLock lock(&mu_);
-        --blocking_;
-      });
       return;
     }
   }
   reply(protocol::EncodeStoreReply(id, outcome));
+}
+
+void RendezvousServer::ReapLocked() {
+  for (auto it = blockers_.begin(); it != blockers_.end();) {
+    if (it->done) {
+      it->thread.join();  // it has answered and released mu_; it only returns now
+      it = blockers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 absl::StatusOr<std::string> RendezvousServer::Blocking(const protocol::StoreOp& op) {

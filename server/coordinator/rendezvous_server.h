@@ -11,6 +11,7 @@
 #define TPSERVE_SERVER_COORDINATOR_RENDEZVOUS_SERVER_H_
 
 #include <functional>
+#include <list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,7 +30,7 @@ class RendezvousServer {
  public:
   using Reply = std::function<void(tpserve::v1::StoreReply)>;
 
-  RendezvousServer() = default;
+  RendezvousServer() : store_(kMaxStoreBytes) {}
   RendezvousServer(const RendezvousServer&) = delete;
   RendezvousServer& operator=(const RendezvousServer&) = delete;
   ~RendezvousServer();  // Close("")
@@ -37,6 +38,13 @@ class RendezvousServer {
   // Answers `request` through `reply`: at once, or later from a thread of its own (joined by
   // Close). A request out of bounds, or one that arrives while closed, gets an error reply.
   void Serve(const tpserve::v1::StoreRequest& request, Reply reply) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Threads of blocking operations not yet joined: those running, and at most those that
+  // answered since the last blocking request came.
+  size_t threads_held() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return blockers_.size();
+  }
 
   // Serves requests again after a Close (a new world).
   void Open() ABSL_LOCKS_EXCLUDED(mu_);
@@ -49,11 +57,23 @@ class RendezvousServer {
   // A GET (its value) or WAIT (empty), run in slices until its timeout or Close.
   absl::StatusOr<std::string> Blocking(const protocol::StoreOp& op) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A GET's or WAIT's thread; `done` once it has answered (it is then joined at the next
+  // blocking request, or by Close).
+  struct Blocker {
+    std::thread thread;
+    bool done = false;
+  };
+  // Joins the threads of the blocking operations that have answered.
+  void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Keys and values of every world together: a world of 1024 ranks needs far less.
+  static constexpr size_t kMaxStoreBytes = 64 << 20;
+
   comm::InMemoryStore store_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);  // GETs and WAITs, until joined
-  size_t blocking_ ABSL_GUARDED_BY(mu_) = 0;               // of threads_, still running
+  std::list<Blocker> blockers_ ABSL_GUARDED_BY(mu_);  // GETs and WAITs, until joined
+  size_t blocking_ ABSL_GUARDED_BY(mu_) = 0;          // of blockers_, not yet done
 };
 
 }  // namespace tpserve::coordinator

@@ -65,6 +65,36 @@ TEST(RendezvousServerTest, RefusesRequestsOutOfBounds) {
   EXPECT_EQ(Ask(server, wait).error(), "StoreRequest: keys of 5000 is above 4096");
 }
 
+TEST(RendezvousServerTest, AnsweredBlockingOperationsDoNotHoldThreads) {
+  // A peer's stream of GETs that time out at once: each has a thread of its own while it
+  // runs, joined once it has answered (unjoined, they kept their stacks until thread
+  // creation failed and the coordinator aborted).
+  RendezvousServer server;
+  for (int i = 0; i < 3000; ++i) {
+    EXPECT_NE(Ask(server, Request(StoreRequest::OP_GET, "gen1/never", "", 0)).error(), "");
+    EXPECT_LE(server.threads_held(), 8u) << "after GET " << i;
+  }
+}
+
+TEST(RendezvousServerTest, TheStoreIsBoundedInBytes) {
+  RendezvousServer server;
+  const std::string value(60000, 'v');
+  int stored = 0;
+  std::string error;
+  for (int i = 0; i < 2000 && error.empty(); ++i) {
+    error = Ask(server, Request(StoreRequest::OP_SET, "gen1/k" + std::to_string(i), value)).error();
+    if (error.empty()) ++stored;
+  }
+  EXPECT_EQ(stored, (64 << 20) / (60000 + 8));
+  EXPECT_NE(error.find("would pass the store's limit of 67108864 bytes"), std::string::npos)
+      << error;
+  // Overwriting a key counts its new size only; erasing a generation frees its bytes.
+  EXPECT_EQ(Ask(server, Request(StoreRequest::OP_SET, "gen1/k0", "small")).error(), "");
+  server.Close("gen1/");
+  server.Open();
+  EXPECT_EQ(Ask(server, Request(StoreRequest::OP_SET, "gen2/k", value)).error(), "");
+}
+
 TEST(RendezvousServerTest, CloseEndsBlockingOperationsAndErasesTheGeneration) {
   RendezvousServer server;
   Ask(server, Request(StoreRequest::OP_SET, "gen1/a", "old"));
