@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
+#include "server/coordinator/finish_rule.h"
 #include "server/coordinator/sequence.h"
 #include "server/coordinator/text_streamer.h"
 #include "server/model/tokenizer/utf8.h"
@@ -396,7 +397,7 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
     auto it = requests_.find(token.seq_id());
     if (it == requests_.end()) continue;
     Request* request = it->second.get();
-    Deliver(request, protocol::FromSampledToken(token, request->spec.sampling));
+    Deliver(request, protocol::FromSampledToken(token));
   }
   return true;
 }
@@ -419,12 +420,9 @@ void BatchEngine::Deliver(Request* request, const engine::SampleResult& sampled)
       fill(top.token_id, top.logprob, lp->add_top());
     }
   }
-  FinishReason reason = tpserve::v1::FINISH_REASON_UNSPECIFIED;
-  if (!spec.ignore_eos && sampled.token_id == tokenizer_.eos_id()) {
-    reason = tpserve::v1::FINISH_REASON_EOS;
-  } else if (sampled.is_stop) {
-    reason = tpserve::v1::FINISH_REASON_STOP;
-  } else {
+  FinishReason reason = TokenFinish(sampled.token_id, tokenizer_.eos_id(), spec.ignore_eos,
+                                    spec.sampling.stop_token_ids);
+  if (reason == tpserve::v1::FINISH_REASON_UNSPECIFIED) {
     absl::StatusOr<TextStreamer::Delta> delta = request->streamer->Feed(sampled.token_id);
     if (!delta.ok()) {
       Finish(request,
@@ -432,11 +430,8 @@ void BatchEngine::Deliver(Request* request, const engine::SampleResult& sampled)
       return;
     }
     message.set_text(std::move(delta->text));
-    if (delta->stopped) reason = tpserve::v1::FINISH_REASON_STOP;
-  }
-  if (reason == tpserve::v1::FINISH_REASON_UNSPECIFIED &&
-      static_cast<int64_t>(seq.generated.size()) >= spec.max_tokens) {
-    reason = tpserve::v1::FINISH_REASON_LENGTH;
+    reason =
+        TextFinish(delta->stopped, static_cast<int64_t>(seq.generated.size()), spec.max_tokens);
   }
   {
     absl::MutexLock lock(&mu_);

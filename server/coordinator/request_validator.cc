@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "server/common/proto_wire_tally.h"
 #include "server/common/status_macros.h"
+#include "server/coordinator/finish_rule.h"
 
 namespace tpserve::coordinator {
 namespace {
@@ -163,14 +164,15 @@ absl::Status RequestValidator::ValidateResume(const tpserve::v1::GenerateRequest
         "reported on the stream's first message)");
   }
   RETURN_IF_ERROR(CheckIds(resume.token_ids(), "resume.token_ids"));
-  const std::vector<int32_t>& stop_ids = spec->sampling.stop_token_ids;
   for (int i = 0; i < resume.token_ids_size(); ++i) {
     const int32_t id = resume.token_ids(i);
-    const bool eos = !spec->ignore_eos && id == tokenizer_.eos_id();
-    if (eos || std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end()) {
-      return Invalid(absl::StrCat("resume.token_ids[", i, "]: ", id, " is ",
-                                  eos ? "the end-of-sequence token" : "a stop token id",
-                                  "; the stream had ended there"));
+    const tpserve::v1::FinishReason ended =
+        TokenFinish(id, tokenizer_.eos_id(), spec->ignore_eos, spec->sampling.stop_token_ids);
+    if (ended != tpserve::v1::FINISH_REASON_UNSPECIFIED) {
+      return Invalid(absl::StrCat(
+          "resume.token_ids[", i, "]: ", id, " is ",
+          ended == tpserve::v1::FINISH_REASON_EOS ? "the end-of-sequence token" : "a stop token id",
+          "; the stream had ended there"));
     }
   }
   spec->resumed.assign(resume.token_ids().begin(), resume.token_ids().end());

@@ -229,8 +229,6 @@ SampleResult Sampler::Sample(absl::Span<const float> logits, const SamplingParam
       p.temperature == 0.0f ? tempered.argmax : DrawTruncated(penalised, tempered, p, index);
   result.logprob = tempered.Logprob(penalised, result.token_id);
   if (p.logprobs > 0) result.top = TopLogprobs(penalised, tempered, p.logprobs, &candidates_);
-  result.is_stop = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), result.token_id) !=
-                   p.stop_token_ids.end();
   return result;
 }
 

@@ -53,7 +53,6 @@ struct SampleResult {
   // temperature (temperature 1 when greedy), before top-k / top-p / min-p truncation.
   float logprob = 0.0f;
   std::vector<TokenLogprob> top;  // params.logprobs best tokens of that distribution
-  bool is_stop = false;           // token is one of params.stop_token_ids
 };
 
 // The repetition penalty's range: far enough from 0 that dividing a logit by it stays finite

@@ -243,16 +243,6 @@ TEST(SamplerTest, LogprobsUseTheTemperature) {
   EXPECT_NEAR(r.logprob, 2.5 / 2.0 - std::log(z), 1e-6);
 }
 
-TEST(SamplerTest, StopTokenIds) {
-  Sampler sampler;
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.stop_token_ids = {1};
-  EXPECT_TRUE(sampler.Sample(kLogits, p, {}, 0).is_stop);
-  p.stop_token_ids = {4};
-  EXPECT_FALSE(sampler.Sample(kLogits, p, {}, 0).is_stop);
-}
-
 // A 64-token vocabulary with distinct, exactly representable logits in [-4, 3.875].
 std::vector<float> PinnedLogits() {
   std::vector<float> logits(64);

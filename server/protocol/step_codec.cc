@@ -202,16 +202,13 @@ absl::Status CheckStepResult(const tpserve::v1::Step& step, const tpserve::v1::S
   return absl::OkStatus();
 }
 
-engine::SampleResult FromSampledToken(const tpserve::v1::SampledToken& t,
-                                      const engine::SamplingParams& params) {
+engine::SampleResult FromSampledToken(const tpserve::v1::SampledToken& t) {
   engine::SampleResult r;
   r.token_id = t.token_id();
   r.logprob = t.logprob();
   for (int i = 0; i < t.top_token_ids_size() && i < t.top_logprobs_size(); ++i) {
     r.top.push_back({t.top_token_ids(i), t.top_logprobs(i)});
   }
-  r.is_stop = std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), r.token_id) !=
-              params.stop_token_ids.end();
   return r;
 }
 

@@ -89,9 +89,8 @@ absl::Status SampleDecodedStep(const DecodedStep& decoded, absl::Span<const floa
 absl::Status CheckStepResult(const tpserve::v1::Step& step, const tpserve::v1::StepResult& result,
                              int rank, int32_t vocab_size);
 
-// A checked SampledToken as a SampleResult (is_stop from params.stop_token_ids).
-engine::SampleResult FromSampledToken(const tpserve::v1::SampledToken& token,
-                                      const engine::SamplingParams& params);
+// A checked SampledToken as a SampleResult.
+engine::SampleResult FromSampledToken(const tpserve::v1::SampledToken& token);
 
 }  // namespace tpserve::protocol
 

@@ -149,15 +149,11 @@ tpserve::v1::StepResult Answer(int32_t id, std::vector<int32_t> top) {
 TEST(StepCodecTest, SampledTokensRoundTrip) {
   const tpserve::v1::StepResult result = Answer(9, {9, 4, 0});
   EXPECT_TRUE(CheckStepResult(TwoSequenceStep(), result, 0, kVocab).ok());
-  engine::SamplingParams params;
-  params.stop_token_ids = {9};
-  const engine::SampleResult r = FromSampledToken(result.tokens(0), params);
+  const engine::SampleResult r = FromSampledToken(result.tokens(0));
   EXPECT_EQ(r.token_id, 9);
   EXPECT_EQ(r.logprob, -0.5f);
   ASSERT_EQ(r.top.size(), 3u);
   EXPECT_EQ(r.top[1].token_id, 4);
-  EXPECT_TRUE(r.is_stop);
-  EXPECT_FALSE(FromSampledToken(Answer(8, {}).tokens(0), params).is_stop);
 }
 
 // The message of CheckStepResult on `result` from `rank`, which must be refused.
