@@ -64,6 +64,8 @@ void Shapes(benchmark::internal::Benchmark* b) {
     b->Args({16, 1, 512, threads});   // decode, 16 streams
     b->Args({32, 1, 2048, threads});  // decode, 32 streams, long context
     b->Args({1, 128, 128, threads});  // 128-token prefill
+    b->Args({1, 512, 512, threads});  // 512-token prefill
+    b->Args({8, 32, 544, threads});   // 8 questions after a cached 512-token prefix
   }
 }
 BENCHMARK(BM_PagedAttention)->Apply(Shapes)->UseRealTime();

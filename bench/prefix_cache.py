@@ -50,7 +50,7 @@ def run_server(a, caching, tmp):
             if time.time() > deadline or server.poll() is not None:
                 raise RuntimeError("serve did not become healthy")
             time.sleep(0.2)
-        for c in [int(x) for x in a.concurrency.split(",")]:
+        for k, c in enumerate(int(x) for x in a.concurrency.split(",")):
             queries = metric(metrics_port, "tpserve_prefix_cache_queries_total")
             hits = metric(metrics_port, "tpserve_prefix_cache_hits_total")
             out = os.path.join(tmp, f"bench_{caching}_{c}.json")
@@ -58,7 +58,10 @@ def run_server(a, caching, tmp):
             subprocess.run([bench, f"--server=127.0.0.1:{port}", f"--requests={a.requests}",
                             f"--concurrency={c}", f"--shared_prefix_len={a.prefix}",
                             f"--prompt_len=fixed:{a.question}", f"--output_len=fixed:{a.output}",
-                            "--warmup=2", f"--json_out={out}"], check=True, capture_output=True)
+                            # Each concurrency its own questions (and prefix): a second run
+                            # of the same ones would find them cached whole.
+                            f"--seed={1 + 1000 * k}", "--warmup=2", f"--json_out={out}"],
+                           check=True, capture_output=True)
             summary = json.load(open(out))
             queries = metric(metrics_port, "tpserve_prefix_cache_queries_total") - queries
             hits = metric(metrics_port, "tpserve_prefix_cache_hits_total") - hits

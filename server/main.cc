@@ -218,20 +218,12 @@ absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags(int argc,
   o.threads = absl::GetFlag(FLAGS_threads);
   o.device = absl::GetFlag(FLAGS_device);
   o.dequantize = absl::GetFlag(FLAGS_dequantize);
-  o.sampling.temperature = absl::GetFlag(FLAGS_temperature);
-  o.sampling.top_k = absl::GetFlag(FLAGS_top_k);
-  o.sampling.top_p = absl::GetFlag(FLAGS_top_p);
-  o.sampling.min_p = absl::GetFlag(FLAGS_min_p);
-  o.sampling.typical_p = absl::GetFlag(FLAGS_typical_p);
-  o.sampling.repetition_penalty = absl::GetFlag(FLAGS_repetition_penalty);
-  o.sampling.frequency_penalty = absl::GetFlag(FLAGS_frequency_penalty);
-  o.sampling.presence_penalty = absl::GetFlag(FLAGS_presence_penalty);
-  o.sampling.seed = absl::GetFlag(FLAGS_seed);
-  o.sampling.logprobs = absl::GetFlag(FLAGS_logprobs);
-  absl::StatusOr<tpserve::StopFlags> stop = tpserve::ReadStopFlags(argc, argv);
-  if (!stop.ok()) return stop.status();
-  o.stop = std::move(stop->stop);
-  o.sampling.stop_token_ids = std::move(stop->stop_token_ids);
+  // Every sampling flag, defaults included: `generate` is greedy unless told otherwise.
+  if (absl::Status read =
+          tpserve::SamplingFlagsToRequest(argc, argv, tpserve::SamplingFlagSet::kAll, &o.sampling);
+      !read.ok()) {
+    return read;
+  }
   const std::string workers = absl::GetFlag(FLAGS_workers);
   if (!workers.empty()) {
     absl::StatusOr<std::vector<std::string>> list = tpserve::coordinator::ParseWorkerList(workers);

@@ -19,7 +19,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -71,49 +70,19 @@ constexpr char kUsage[] =
     "  --api_key KEY (default: $TPSERVE_API_KEY)\n"
     "flags may be written with dashes or underscores (--max-tokens = --max_tokens)\n";
 
-// Names of the flags on the command line (absl keeps that private in this version), with
-// underscores (after UnderscoreFlagNames).
-absl::flat_hash_set<std::string>& GivenFlags() {
-  static auto* given = new absl::flat_hash_set<std::string>();
-  return *given;
-}
-
-void RecordGivenFlags(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (arg.size() < 3 || arg.substr(0, 2) != "--") continue;
-    GivenFlags().insert(std::string(arg.substr(2, arg.find('=') - 2)));
-  }
-}
-
-bool Given(const char* name) { return GivenFlags().contains(name); }
-
-// --stop and --stop_token_ids as the command line gave them (ReadStopFlags), read in Main.
-absl::StatusOr<tpserve::StopFlags>& StopFlagValues() {
-  static auto* values = new absl::StatusOr<tpserve::StopFlags>();
-  return *values;
+// The sampling, logprobs and stop fields the command line gives (only the sampling flags
+// named on it: the server's defaults hold for the others), read in Main.
+absl::StatusOr<GenerateRequest>& SamplingFields() {
+  static auto* fields = new absl::StatusOr<GenerateRequest>();
+  return *fields;
 }
 
 // The sampling fields of GenerateRequest from the flags; optional ones only when given.
 absl::Status FillSampling(GenerateRequest* r) {
+  if (!SamplingFields().ok()) return SamplingFields().status();
+  r->MergeFrom(*SamplingFields());
   r->set_max_tokens(absl::GetFlag(FLAGS_max_tokens));
-  if (Given("temperature")) r->set_temperature(absl::GetFlag(FLAGS_temperature));
-  if (Given("top_k")) r->set_top_k(absl::GetFlag(FLAGS_top_k));
-  if (Given("top_p")) r->set_top_p(absl::GetFlag(FLAGS_top_p));
-  if (Given("min_p")) r->set_min_p(absl::GetFlag(FLAGS_min_p));
-  if (Given("typical_p")) r->set_typical_p(absl::GetFlag(FLAGS_typical_p));
-  if (Given("repetition_penalty")) {
-    r->set_repetition_penalty(absl::GetFlag(FLAGS_repetition_penalty));
-  }
-  if (Given("frequency_penalty")) r->set_frequency_penalty(absl::GetFlag(FLAGS_frequency_penalty));
-  if (Given("presence_penalty")) r->set_presence_penalty(absl::GetFlag(FLAGS_presence_penalty));
-  if (Given("seed")) r->set_seed(absl::GetFlag(FLAGS_seed));
-  if (!StopFlagValues().ok()) return StopFlagValues().status();
-  for (const std::string& s : StopFlagValues()->stop) r->add_stop(s);
-  for (int32_t id : StopFlagValues()->stop_token_ids) r->add_stop_token_ids(id);
   r->set_ignore_eos(absl::GetFlag(FLAGS_ignore_eos));
-  r->set_logprobs(absl::GetFlag(FLAGS_logprobs));
   r->set_request_id(absl::GetFlag(FLAGS_request_id));
   return absl::OkStatus();
 }
@@ -316,9 +285,12 @@ int RunInfo(GenerationClient& client) {
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   tpserve::UnderscoreFlagNames(argc, argv);
-  RecordGivenFlags(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  StopFlagValues() = tpserve::ReadStopFlags(argc, argv);
+  GenerateRequest sampling;
+  const absl::Status read =
+      tpserve::SamplingFlagsToRequest(argc, argv, tpserve::SamplingFlagSet::kGiven, &sampling);
+  SamplingFields() = read.ok() ? absl::StatusOr<GenerateRequest>(std::move(sampling))
+                               : absl::StatusOr<GenerateRequest>(read);
   if (args.size() < 2) return UsageError("no command");
   const std::string command = args[1];
   const double timeout_s = absl::GetFlag(FLAGS_timeout_s);

@@ -58,10 +58,22 @@ inline void Dot4(const float* q, const float* k, int64_t stride, int64_t d, floa
 }
 
 // acc[0..d) = acc * corr + sum_j p[j] * v_j (j = 0..n-1 in order), v_j = v + j * stride.
+// Eight 8-lane columns at a time, each its own FMA chain (one chain alone would wait on the
+// FMA latency at every j); every element's sequence of operations is the same either way.
 void AccumulateValues(float* acc, float corr, const float* p, const float* v, int64_t stride,
                       int64_t n, int64_t d) {
   const __m256 c = _mm256_set1_ps(corr);
   int64_t i = 0;
+  for (; i + 64 <= d; i += 64) {
+    __m256 a[8];
+    for (int k = 0; k < 8; ++k) a[k] = _mm256_mul_ps(_mm256_loadu_ps(acc + i + 8 * k), c);
+    for (int64_t j = 0; j < n; ++j) {
+      const __m256 pj = _mm256_set1_ps(p[j]);
+      const float* vj = v + j * stride + i;
+      for (int k = 0; k < 8; ++k) a[k] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * k), a[k]);
+    }
+    for (int k = 0; k < 8; ++k) _mm256_storeu_ps(acc + i + 8 * k, a[k]);
+  }
   for (; i + 8 <= d; i += 8) {
     __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc + i), c);
     for (int64_t j = 0; j < n; ++j) {

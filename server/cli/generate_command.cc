@@ -27,7 +27,7 @@ namespace {
 // What the gRPC service would receive for these options. With --json the chosen token's
 // logprob is always shown, so at least one logprob is asked for.
 tpserve::v1::GenerateRequest BuildRequest(const GenerateOptions& options) {
-  tpserve::v1::GenerateRequest r;
+  tpserve::v1::GenerateRequest r = options.sampling;
   if (options.chat) {
     tpserve::v1::ChatMessage* message = r.add_messages();
     message->set_role("user");
@@ -36,19 +36,7 @@ tpserve::v1::GenerateRequest BuildRequest(const GenerateOptions& options) {
     r.set_prompt(options.prompt);
   }
   r.set_max_tokens(static_cast<uint32_t>(std::max(0, options.max_tokens)));
-  const engine::SamplingParams& s = options.sampling;
-  r.set_temperature(s.temperature);
-  r.set_top_k(s.top_k);
-  r.set_top_p(s.top_p);
-  r.set_min_p(s.min_p);
-  r.set_typical_p(s.typical_p);
-  r.set_repetition_penalty(s.repetition_penalty);
-  r.set_frequency_penalty(s.frequency_penalty);
-  r.set_presence_penalty(s.presence_penalty);
-  r.set_seed(s.seed);
-  r.set_logprobs(options.json ? std::max(1u, s.logprobs) : s.logprobs);
-  for (int32_t id : s.stop_token_ids) r.add_stop_token_ids(id);
-  for (const std::string& stop : options.stop) r.add_stop(stop);
+  if (options.json) r.set_logprobs(std::max(1u, r.logprobs()));
   r.set_ignore_eos(options.ignore_eos);
   return r;
 }
@@ -138,7 +126,7 @@ absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
   coordinator::BatchEngine engine(engine_options, executor.get(), *tokenizer, &metrics, nullptr);
   engine.Start();
   RETURN_IF_ERROR(engine.AwaitReady(absl::InfiniteDuration()));
-  auto printer = std::make_shared<StreamPrinter>(out, options.json, options.sampling.logprobs);
+  auto printer = std::make_shared<StreamPrinter>(out, options.json, options.sampling.logprobs());
   RETURN_IF_ERROR(engine.Submit(std::move(spec), printer));
   absl::Status status = printer->Wait();
   engine.Stop();

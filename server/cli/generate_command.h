@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "server/common/cluster_tls.h"
-#include "server/engine/sampler.h"
+#include "tpserve/v1/generate.pb.h"
 #include "tpserve/v1/worker.pb.h"
 
 namespace tpserve::cli {
@@ -26,13 +26,13 @@ struct GenerateOptions {
   bool chat = false;  // render the prompt as one user message through the template
   int max_tokens = 128;
   bool ignore_eos = false;
-  bool json = false;                // one JSON object per token, then a summary object
-  int threads = 0;                  // 0: every core
-  int device = -1;                  // in process: CUDA ordinal to compute on; -1: the CPU
-  int prefill_chunk = 256;          // tokens per prefill step
-  bool dequantize = false;          // exact mode: weights dequantised to f32 at load
-  engine::SamplingParams sampling;  // its stop_token_ids end the generation too
-  std::vector<std::string> stop;    // stop strings: the text ends before the first one
+  bool json = false;        // one JSON object per token, then a summary object
+  int threads = 0;          // 0: every core
+  int device = -1;          // in process: CUDA ordinal to compute on; -1: the CPU
+  int prefill_chunk = 256;  // tokens per prefill step
+  bool dequantize = false;  // exact mode: weights dequantised to f32 at load
+  // The request's sampling, logprobs, stop and stop_token_ids fields (SamplingFlagsToRequest).
+  tpserve::v1::GenerateRequest sampling;
   // Remote mode: "host:port" of each worker, position = rank (empty: in process). The
   // workers open `model_path` themselves.
   std::vector<std::string> workers;

@@ -47,6 +47,16 @@ std::vector<std::string> Occurrences(int argc, char** argv, absl::string_view na
   return values;
 }
 
+// Whether --`name` (with or without a value) is on the command line argv[1, argc).
+bool Given(int argc, char** argv, absl::string_view name) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.substr(0, 2) == "--" && arg.substr(2, arg.find('=') - 2) == name) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::StatusOr<StopFlags> ReadStopFlags(int argc, char** argv) {
@@ -64,6 +74,34 @@ absl::StatusOr<StopFlags> ReadStopFlags(int argc, char** argv) {
     flags.stop_token_ids.push_back(value);
   }
   return flags;
+}
+
+absl::Status SamplingFlagsToRequest(int argc, char** argv, SamplingFlagSet set,
+                                    tpserve::v1::GenerateRequest* request) {
+  const auto wanted = [&](absl::string_view name) {
+    return set == SamplingFlagSet::kAll || Given(argc, argv, name);
+  };
+  if (wanted("temperature")) request->set_temperature(absl::GetFlag(FLAGS_temperature));
+  if (wanted("top_k")) request->set_top_k(absl::GetFlag(FLAGS_top_k));
+  if (wanted("top_p")) request->set_top_p(absl::GetFlag(FLAGS_top_p));
+  if (wanted("min_p")) request->set_min_p(absl::GetFlag(FLAGS_min_p));
+  if (wanted("typical_p")) request->set_typical_p(absl::GetFlag(FLAGS_typical_p));
+  if (wanted("repetition_penalty")) {
+    request->set_repetition_penalty(absl::GetFlag(FLAGS_repetition_penalty));
+  }
+  if (wanted("frequency_penalty")) {
+    request->set_frequency_penalty(absl::GetFlag(FLAGS_frequency_penalty));
+  }
+  if (wanted("presence_penalty")) {
+    request->set_presence_penalty(absl::GetFlag(FLAGS_presence_penalty));
+  }
+  if (wanted("seed")) request->set_seed(absl::GetFlag(FLAGS_seed));
+  request->set_logprobs(absl::GetFlag(FLAGS_logprobs));
+  absl::StatusOr<StopFlags> stop = ReadStopFlags(argc, argv);
+  if (!stop.ok()) return stop.status();
+  for (const std::string& s : stop->stop) request->add_stop(s);
+  for (int32_t id : stop->stop_token_ids) request->add_stop_token_ids(id);
+  return absl::OkStatus();
 }
 
 }  // namespace tpserve

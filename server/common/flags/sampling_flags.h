@@ -1,11 +1,13 @@
 // File: server/common/flags/sampling_flags.h
 //
-// The nine sampling flags and the two stop flags, defined once for every binary that takes
-// them on its command line: `tpserve generate` runs with them, `tpserve-cli generate` and
-// `chat` send them.
-// Their defaults are the server's (greedy, no truncation, no penalties, seed 0, no logprobs);
-// tpserve-cli sends only the flags given, so a request without them gets the server's
-// per-request defaults instead (GenerateRequest in proto/tpserve/v1/generate.proto).
+// The nine sampling flags, --logprobs and the two stop flags, defined once for every binary
+// that takes them on its command line, and turned into GenerateRequest fields in one place
+// (SamplingFlagsToRequest): `tpserve generate` runs with them, `tpserve-cli generate` and
+// `chat` send them. A new sampling field is a flag here and a line there.
+// Their defaults are greedy, no truncation, no penalties, seed 0, no logprobs; `tpserve
+// generate` runs with every one (greedy unless told otherwise), tpserve-cli sends only the
+// flags given, so a request without them gets the server's per-request defaults instead
+// (GenerateRequest in proto/tpserve/v1/generate.proto: temperature 1, a drawn seed).
 // Read with absl::GetFlag after absl::ParseCommandLine; thread-safe as absl flags are.
 #ifndef TPSERVE_SERVER_COMMON_FLAGS_SAMPLING_FLAGS_H_
 #define TPSERVE_SERVER_COMMON_FLAGS_SAMPLING_FLAGS_H_
@@ -15,7 +17,9 @@
 #include <vector>
 
 #include "absl/flags/declare.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tpserve/v1/generate.pb.h"
 
 ABSL_DECLARE_FLAG(float, temperature);
 ABSL_DECLARE_FLAG(int32_t, top_k);
@@ -44,6 +48,16 @@ struct StopFlags {
 // values when the command line names neither (a --flagfile). InvalidArgument naming the flag
 // for a stop token id that is not an integer.
 absl::StatusOr<StopFlags> ReadStopFlags(int argc, char** argv);
+
+// Which sampling flags SamplingFlagsToRequest sets: every one (their values, defaults
+// included), or only those named on the command line.
+enum class SamplingFlagSet { kAll, kGiven };
+
+// The sampling flags (as `set` says), --logprobs and the stop flags (ReadStopFlags) of the
+// command line argv[1, argc) into `request`'s fields of the same names. InvalidArgument as
+// ReadStopFlags.
+absl::Status SamplingFlagsToRequest(int argc, char** argv, SamplingFlagSet set,
+                                    tpserve::v1::GenerateRequest* request);
 
 }  // namespace tpserve
 

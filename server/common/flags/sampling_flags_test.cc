@@ -71,3 +71,50 @@ TEST(StopFlagsTest, ANonIntegerStopTokenIdNamesTheFlag) {
 
 }  // namespace
 }  // namespace tpserve
+
+namespace tpserve {
+namespace {
+
+TEST(SamplingFlagsToRequestTest, AllSetsEveryFieldGivenOnlyThoseNamed) {
+  absl::FlagSaver restore;
+  absl::SetFlag(&FLAGS_temperature, 0.5f);
+  absl::SetFlag(&FLAGS_top_k, 7);
+  absl::SetFlag(&FLAGS_typical_p, 0.9f);
+  absl::SetFlag(&FLAGS_logprobs, 3u);
+  std::vector<std::string> words = {"tpserve", "--temperature=0.5", "--stop=a,b",
+                                    "--stop_token_ids", "5"};
+  words.reserve(8);  // argv points into them: no reallocation
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  const int argc = static_cast<int>(argv.size());
+
+  tpserve::v1::GenerateRequest all;
+  ASSERT_TRUE(SamplingFlagsToRequest(argc, argv.data(), SamplingFlagSet::kAll, &all).ok());
+  EXPECT_EQ(all.temperature(), 0.5f);
+  EXPECT_EQ(all.top_k(), 7);
+  EXPECT_TRUE(all.has_top_p());
+  EXPECT_EQ(all.typical_p(), 0.9f);
+  EXPECT_TRUE(all.has_seed());
+  EXPECT_EQ(all.logprobs(), 3u);
+  EXPECT_EQ(all.stop_size(), 2);
+  ASSERT_EQ(all.stop_token_ids_size(), 1);
+  EXPECT_EQ(all.stop_token_ids(0), 5);
+
+  tpserve::v1::GenerateRequest given;
+  ASSERT_TRUE(SamplingFlagsToRequest(argc, argv.data(), SamplingFlagSet::kGiven, &given).ok());
+  EXPECT_EQ(given.temperature(), 0.5f);
+  EXPECT_FALSE(given.has_top_k());  // set, but not on the command line: the server's default
+  EXPECT_FALSE(given.has_typical_p());
+  EXPECT_FALSE(given.has_seed());
+  EXPECT_EQ(given.logprobs(), 3u);
+  EXPECT_EQ(given.stop_size(), 2);
+
+  words.push_back("--stop_token_ids=x");
+  argv.push_back(words.back().data());
+  const absl::Status bad = SamplingFlagsToRequest(static_cast<int>(argv.size()), argv.data(),
+                                                  SamplingFlagSet::kAll, &all);
+  EXPECT_EQ(bad.message(), "--stop_token_ids: 'x' is not an integer");
+}
+
+}  // namespace
+}  // namespace tpserve
