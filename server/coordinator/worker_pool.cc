@@ -32,9 +32,11 @@ constexpr absl::Duration kPollAfterWake = absl::Milliseconds(2);
 
 // How often the watchdog looks for silent ranks.
 constexpr absl::Duration kWatchPeriod = absl::Milliseconds(100);
-// Extra silence allowed before a rank's first message of a world: it may still be closing
-// (and abandoning the load of) its previous Session.
-constexpr absl::Duration kFirstWordGrace = absl::Seconds(10);
+// Extra silence allowed before a rank's first message of a world: the time for its server to
+// take the Session call. A worker heartbeats from the moment it has read the Init, even while
+// its previous Session is still closing (and abandoning its load), so this need not cover
+// that; it did (10 s), and a rank stopped as a world was being built was named after 11.6 s.
+constexpr absl::Duration kFirstWordGrace = absl::Seconds(1);
 
 // Workers heartbeat this often: several beats fit in the hang timeout, within the bounds
 // workers accept.

@@ -68,8 +68,8 @@ struct WorkerPoolOptions {
   bool step_link = true;
   // A worker that stops sending (it heartbeats every hang_timeout / 8) is named hung within
   // this long: the world is marked down naming it, and `on_hung` is called. Zero: no heartbeats.
-  // Before a rank's first message of a world, kFirstWordGrace more is allowed (it may still
-  // be closing its previous Session).
+  // Before a rank's first message of a world, kFirstWordGrace (1 s) more is allowed (for its
+  // server to take the Session call).
   absl::Duration hang_timeout = absl::Seconds(2);
   // Called (on the watchdog thread, no lock held) with the rank found hung; e.g. `serve` kills
   // that child so that it is restarted. May be empty.

@@ -232,6 +232,36 @@ def test_a_hung_worker_is_named_within_the_hang_timeout(request, tmp_path, tc, t
     _report("hang", [seen])
 
 
+def test_a_rank_stopped_as_its_world_is_built_is_named_within_seconds(request, tmp_path,
+                                                                     tpserve_bin, smollm_gguf,
+                                                                     hand_started_workers):
+    """Rank 1 is SIGSTOPped before the coordinator builds its first world: it never takes the
+    Session. It is named hung within the hang timeout and the 1 s allowed for a first word
+    (it was 10 s, and such a rank went unnamed for 11.6 s); after SIGCONT the world is built."""
+    procs, workers = hand_started_workers
+    log = tmp_path / "coordinator.log"
+    os.kill(procs[1].pid, signal.SIGSTOP)
+    try:
+        server = serve_procs.start(tpserve_bin, smollm_gguf, log, command="coordinator",
+                                   threads=1, workers=",".join(workers))
+        request.addfinalizer(lambda: serve_procs.cleanup(server))
+        started = time.monotonic()
+        named = []
+        while not named:
+            assert time.monotonic() - started < 30, "a stopped rank went unseen"
+            assert server.proc.poll() is None, server.log_tail()
+            named = [line for line in log.read_text(errors="replace").splitlines()
+                     if "hung or stopped" in line]
+            time.sleep(0.05)
+        seen = time.monotonic() - started
+    finally:
+        os.kill(procs[1].pid, signal.SIGCONT)
+    print(f"\nstopped rank named {seen:.2f}s after the coordinator started")
+    assert "worker rank 1 " in named[0], named[0]
+    assert seen <= 6, f"named after {seen:.2f}s"  # model load + 2 s + 1 s, on 2 busy cores
+    serve_procs.wait_serving(server, timeout_s=120)
+
+
 # --- worker chaos under serve ----------------------------------------------------------------
 
 CHAOS_TP = 3
