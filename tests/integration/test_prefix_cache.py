@@ -67,13 +67,27 @@ def _chat(question, seeded):
     return fields
 
 
+def _conversation(server):
+    """Three turns, each the whole conversation so far (the previous turns' blocks cached),
+    greedy: the ids of each answer."""
+    messages = [pb.ChatMessage(role="system", content=SYSTEM)]
+    answers = []
+    for question in QUESTIONS[:3]:
+        messages.append(pb.ChatMessage(role="user", content=question))
+        got = _generate(server, messages=messages, max_tokens=16, temperature=0)
+        answers.append(got.ids)
+        messages.append(pb.ChatMessage(role="assistant", content=got.text))
+    return answers
+
+
 def _workload(server):
-    """Each question greedy and seeded, one after the other, then all at once."""
+    """Each question greedy and seeded, one after the other, then all at once; then a
+    multi-turn conversation."""
     alone = [_generate(server, **_chat(q, s)).ids for s in (False, True) for q in QUESTIONS]
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         batch = list(pool.map(lambda a: _generate(server, **_chat(*a)).ids,
                               [(q, s) for s in (False, True) for q in QUESTIONS]))
-    return alone, batch
+    return alone, batch + _conversation(server)
 
 
 @pytest.mark.parametrize("tp", [1, 2])
@@ -166,5 +180,18 @@ def test_pressure_evicts_cached_blocks_before_preempting(request, tmp_path_facto
         cached_tokens += got.usage.prompt_tokens
     assert cached_tokens > info.kv_blocks_total * block, (cached_tokens, info.kv_blocks_total)
     assert _metric(srv, "tpserve_prefix_cache_evictions_total") > 0
+    assert _metric(srv, "tpserve_preemptions_total") == 0
+    # Two at once, every free block cached: growing as they decode, they need half the cache
+    # each, which they get only if cached blocks give way; a running one is never preempted.
+    prompts = [f"Two {i}. " + " ".join([QUESTIONS[i]] * 3) for i in range(2)]
+    lengths = [_generate(srv, prompt=p, max_tokens=1).usage.prompt_tokens for p in prompts]
+    half = (info.kv_blocks_total // 2) * block
+    evictions = _metric(srv, "tpserve_prefix_cache_evictions_total")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        outs = list(pool.map(
+            lambda a: _generate(srv, prompt=a[0], max_tokens=half - a[1], temperature=0,
+                                ignore_eos=True), zip(prompts, lengths)))
+    assert [len(o.ids) for o in outs] == [half - n for n in lengths]
+    assert _metric(srv, "tpserve_prefix_cache_evictions_total") > evictions
     assert _metric(srv, "tpserve_preemptions_total") == 0
     assert serve_procs.stop(srv, timeout_s=60) == 0, srv.log_tail()
