@@ -62,6 +62,8 @@ class BlockManager {
   // found under its key; Internal naming the first broken rule otherwise. For tests.
   absl::Status CheckInvariants() const;
   int32_t refs(int32_t block) const { return blocks_[block].refs; }
+  // The evictable (cached, unheld) blocks, the next to be evicted first. For tests.
+  std::vector<int32_t> EvictionOrder() const { return {lru_.begin(), lru_.end()}; }
 
  private:
   struct Block {

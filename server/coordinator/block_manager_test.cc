@@ -161,6 +161,8 @@ TEST(BlockManagerCacheTest, RandomOperationsKeepTheInvariants) {
   std::vector<Sequence> seqs(10);
   std::vector<bool> live(seqs.size(), false);
   std::map<int32_t, std::vector<int32_t>> content;  // block → the tokens cached in it
+  std::vector<int> unheld_since(kBlocks, -1);       // the round a block was last let go
+  std::vector<bool> was_held(kBlocks, false);
   int64_t hits = 0;
   for (int round = 0; round < 20000; ++round) {
     const size_t i = rng() % seqs.size();
@@ -218,6 +220,17 @@ TEST(BlockManagerCacheTest, RandomOperationsKeepTheInvariants) {
     }
     for (int32_t b = 0; b < kBlocks; ++b) {
       ASSERT_EQ(m.refs(b), holders.count(b) ? holders[b] : 0) << "block " << b;
+      const bool held = holders.count(b) > 0;
+      if (was_held[b] && !held) unheld_since[b] = round;
+      was_held[b] = held;
+    }
+    // LRU: the evictable blocks go in the order they were let go, the longest unheld first.
+    const std::vector<int32_t> order = m.EvictionOrder();
+    for (size_t k = 1; k < order.size(); ++k) {
+      ASSERT_LE(unheld_since[order[k - 1]], unheld_since[order[k]])
+          << "round " << round << ": block " << order[k - 1] << " (let go in round "
+          << unheld_since[order[k - 1]] << ") would be evicted before block " << order[k]
+          << " (round " << unheld_since[order[k]] << ")";
     }
   }
   EXPECT_GT(hits, 0);
