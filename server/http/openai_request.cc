@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "server/common/status_macros.h"
@@ -149,7 +150,9 @@ absl::Status Messages(const json& body, tpserve::v1::GenerateRequest* out) {
       return Wrong(absl::StrCat(name, ".role"), "a string");
     }
     tpserve::v1::ChatMessage* chat = out->add_messages();
-    chat->set_role(role->get<std::string>());
+    // OpenAI's "developer" is its newer name for "system".
+    const std::string& named = role->get_ref<const std::string&>();
+    chat->set_role(named == "developer" ? "system" : named);
     ASSIGN_OR_RETURN(*chat->mutable_content(), Content(message, absl::StrCat(name, ".content")));
   }
   return absl::OkStatus();
@@ -191,12 +194,22 @@ absl::Status Sampling(const json& body, tpserve::v1::GenerateRequest* out) {
   if (top_k.has_value()) {
     out->set_top_k(static_cast<int32_t>(std::clamp<int64_t>(*top_k, 0, INT32_MAX)));
   }
-  ASSIGN_OR_RETURN(std::optional<int64_t> seed, Integer(body, "seed", 0, "of at least 0"));
-  if (seed.has_value()) out->set_seed(static_cast<uint64_t>(*seed));
+  // seed: any 64-bit integer, as OpenAI and vLLM take it (a negative one as its two's
+  // complement: the same seed, the same draws).
+  if (const json* seed = Field(body, "seed"); seed != nullptr) {
+    if (!seed->is_number_integer()) return Wrong("seed", "an integer");
+    out->set_seed(seed->is_number_unsigned() ? seed->get<uint64_t>()
+                                             : static_cast<uint64_t>(seed->get<int64_t>()));
+  }
   // max_completion_tokens is the newer name of max_tokens and wins when both are given.
   for (const char* name : {"max_tokens", "max_completion_tokens"}) {
     ASSIGN_OR_RETURN(std::optional<int64_t> max, Integer(body, name, 1, "of at least 1"));
-    if (max.has_value()) out->set_max_tokens(ClampU32(*max));
+    if (!max.has_value()) continue;
+    if (*max > std::numeric_limits<uint32_t>::max()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": ", *max, " exceeds ", std::numeric_limits<uint32_t>::max()));
+    }
+    out->set_max_tokens(static_cast<uint32_t>(*max));
   }
   RETURN_IF_ERROR(Stop(body, out));
   if (const json* ids = Field(body, "stop_token_ids"); ids != nullptr) {
@@ -278,6 +291,9 @@ absl::StatusOr<OpenAiRequest> DecodeOpenAiRequest(Endpoint endpoint, absl::strin
     RETURN_IF_ERROR(Messages(body, &request.generate));
   }
   RETURN_IF_ERROR(Sampling(body, &request.generate));
+  if (Field(body, "max_completion_tokens") != nullptr) {
+    request.max_tokens_name = "max_completion_tokens";
+  }
   // Unset max_tokens: OpenAI's completions default to 16 tokens; chat keeps 0, which the
   // server fills with the rest of the context (MaxTokensUnset::kRestOfContext), as vLLM does.
   if (endpoint == Endpoint::kCompletions && request.generate.max_tokens() == 0) {
@@ -305,6 +321,20 @@ absl::StatusOr<OpenAiRequest> DecodeOpenAiRequest(Endpoint endpoint, absl::strin
   }
   RETURN_IF_ERROR(Unimplemented(body, request));
   return request;
+}
+
+absl::Status InRequestTerms(const absl::Status& status, const OpenAiRequest& request) {
+  const absl::string_view message = status.message();
+  const auto renamed = [&](absl::string_view engine_name, absl::string_view http_name) {
+    return absl::Status(status.code(), absl::StrCat(http_name, message.substr(engine_name.size())));
+  };
+  if (absl::StartsWith(message, "prompt_token_ids")) return renamed("prompt_token_ids", "prompt");
+  if (request.endpoint == Endpoint::kChatCompletions && absl::StartsWith(message, "logprobs")) {
+    return renamed("logprobs", "top_logprobs");
+  }
+  if (absl::StartsWith(message, "max_tokens"))
+    return renamed("max_tokens", request.max_tokens_name);
+  return status;
 }
 
 }  // namespace tpserve::http

@@ -38,6 +38,8 @@ struct OpenAiRequest {
   // `top` alternatives beside the chosen token.
   bool logprobs = false;
   uint32_t top_logprobs = 0;
+  // The body's name for the output limit, as refusals name it back.
+  std::string max_tokens_name = "max_tokens";
 };
 
 // OK when `model` is `served_model`; NotFound ("model: '…' is not served here") otherwise.
@@ -48,6 +50,11 @@ absl::Status CheckServedModel(absl::string_view model, absl::string_view served_
 // ("model_not_found") when `model` names another model than `served_model`.
 absl::StatusOr<OpenAiRequest> DecodeOpenAiRequest(Endpoint endpoint, absl::string_view body,
                                                   absl::string_view served_model);
+
+// A refusal of the engine's RequestValidator, which names GenerateRequest's fields, in the
+// request's own terms: prompt_token_ids is `prompt`, a chat's logprobs is `top_logprobs`,
+// max_tokens is `max_completion_tokens` when the body used that name.
+absl::Status InRequestTerms(const absl::Status& status, const OpenAiRequest& request);
 
 }  // namespace tpserve::http
 

@@ -68,6 +68,37 @@ TEST(OpenAiRequestTest, UnsetAndNullFieldsStayUnset) {
   EXPECT_EQ(r->n, 1u);
 }
 
+TEST(OpenAiRequestTest, AnyIntegerSeedAndTheDeveloperRole) {
+  EXPECT_EQ(Completion(R"({"prompt": "x", "seed": -1})")->generate.seed(), UINT64_MAX);
+  EXPECT_EQ(Completion(R"({"prompt": "x", "seed": 18446744073709551615})")->generate.seed(),
+            UINT64_MAX);
+  EXPECT_EQ(Completion(R"({"prompt": "x", "seed": -9223372036854775808})")->generate.seed(),
+            uint64_t{1} << 63);
+  absl::StatusOr<OpenAiRequest> chat =
+      Chat(R"({"messages": [{"role": "developer", "content": "Be brief."},
+                            {"role": "user", "content": "Hi"}]})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->generate.messages(0).role(), "system");
+}
+
+TEST(OpenAiRequestTest, RefusalsNameTheRequestsOwnFields) {
+  const absl::Status ids = absl::InvalidArgumentError("prompt_token_ids[3]: 99999 is outside");
+  const absl::Status lp = absl::InvalidArgumentError("logprobs: 99 exceeds the limit 20");
+  const absl::Status max = absl::InvalidArgumentError("max_tokens: 5000 exceeds max_new_tokens");
+  const OpenAiRequest completion = *Completion(R"({"prompt": "x", "max_tokens": 5})");
+  const OpenAiRequest chat =
+      *Chat(R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 5})");
+  EXPECT_EQ(InRequestTerms(ids, completion).message(), "prompt[3]: 99999 is outside");
+  EXPECT_EQ(InRequestTerms(lp, completion).message(), "logprobs: 99 exceeds the limit 20");
+  EXPECT_EQ(InRequestTerms(lp, chat).message(), "top_logprobs: 99 exceeds the limit 20");
+  EXPECT_EQ(InRequestTerms(max, completion).message(), "max_tokens: 5000 exceeds max_new_tokens");
+  EXPECT_EQ(InRequestTerms(max, chat).message(),
+            "max_completion_tokens: 5000 exceeds max_new_tokens");
+  EXPECT_EQ(InRequestTerms(max, chat).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Completion(R"({"prompt": "x", "max_tokens": 10000000000000})").status().message(),
+            "max_tokens: 10000000000000 exceeds 4294967295");
+}
+
 TEST(OpenAiRequestTest, PromptShapes) {
   EXPECT_EQ(Completion(R"({"prompt": ["one"]})")->generate.prompt(), "one");
   EXPECT_THAT(Completion(R"({"prompt": [1, 2, 3]})")->generate.prompt_token_ids(),
@@ -128,7 +159,7 @@ TEST(OpenAiRequestTest, RefusalsNameTheField) {
       {Endpoint::kCompletions, R"({"prompt": "x", "max_tokens": 2.5})", "max_tokens: "},
       {Endpoint::kCompletions, R"({"prompt": "x", "temperature": "1"})", "temperature: "},
       {Endpoint::kCompletions, R"({"prompt": "x", "top_k": -2})", "top_k: "},
-      {Endpoint::kCompletions, R"({"prompt": "x", "seed": -1})", "seed: "},
+      {Endpoint::kCompletions, R"({"prompt": "x", "seed": 1.5})", "seed: "},
       {Endpoint::kCompletions, R"({"prompt": "x", "stop": [1]})", "stop[0]: "},
       {Endpoint::kCompletions, R"({"prompt": "x", "stop_token_ids": 3})", "stop_token_ids: "},
       {Endpoint::kCompletions, R"({"prompt": "x", "ignore_eos": 1})", "ignore_eos: "},

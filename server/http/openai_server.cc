@@ -107,6 +107,7 @@ class GenerationCall {
         status = services_.engine->Submit(*std::move(spec), stream_->Sink(i));
       }
       if (!status.ok()) {
+        status = InRequestTerms(status, request_);
         stream_->Cancel();
         services_.metrics->CountRequest(status, kApi);
         return status;
