@@ -332,8 +332,9 @@ absl::Status InRequestTerms(const absl::Status& status, const OpenAiRequest& req
   if (request.endpoint == Endpoint::kChatCompletions && absl::StartsWith(message, "logprobs")) {
     return renamed("logprobs", "top_logprobs");
   }
-  if (absl::StartsWith(message, "max_tokens"))
+  if (absl::StartsWith(message, "max_tokens")) {
     return renamed("max_tokens", request.max_tokens_name);
+  }
   return status;
 }
 
