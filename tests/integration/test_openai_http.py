@@ -252,15 +252,20 @@ def test_client_killed_mid_stream_frees_kv(server, model_name):
                                    'api="http",status="cancelled"')
         proc.kill()
         proc.wait(timeout=10)
-        deadline = time.time() + 5
-        while _metric(server, "tpserve_requests_running") != 0 or \
-                _metric(server, "tpserve_kv_cache_usage_ratio") != 0:
-            assert time.time() < deadline, "the killed client's request still holds its KV"
-            time.sleep(0.05)
-        assert _metric(server, "tpserve_requests_total",
-                       'api="http",status="cancelled"') == cancelled_before + 1
+        _expect_cancelled_and_freed(server, cancelled_before)
     finally:
         proc.kill()
+
+
+def _expect_cancelled_and_freed(server, cancelled_before):
+    """Within 5 s: no request running, no KV held, one more request counted cancelled."""
+    deadline = time.time() + 5
+    while _metric(server, "tpserve_requests_running") != 0 or \
+            _metric(server, "tpserve_kv_cache_usage_ratio") != 0:
+        assert time.time() < deadline, "the gone client's request still holds its KV"
+        time.sleep(0.05)
+    assert _metric(server, "tpserve_requests_total",
+                   'api="http",status="cancelled"') == cancelled_before + 1
 
 
 def test_client_gone_before_a_whole_answer_frees_kv(server, model_name):
@@ -277,13 +282,7 @@ def test_client_gone_before_a_whole_answer_frees_kv(server, model_name):
         while _metric(server, "tpserve_requests_running") != 1:
             assert time.time() < deadline
             time.sleep(0.05)
-    deadline = time.time() + 5
-    while _metric(server, "tpserve_requests_running") != 0 or \
-            _metric(server, "tpserve_kv_cache_usage_ratio") != 0:
-        assert time.time() < deadline, "the gone client's request still holds its KV"
-        time.sleep(0.05)
-    assert _metric(server, "tpserve_requests_total",
-                   'api="http",status="cancelled"') == cancelled_before + 1
+    _expect_cancelled_and_freed(server, cancelled_before)
 
 
 def _malformed(model):
