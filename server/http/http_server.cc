@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <system_error>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -316,11 +317,15 @@ class HttpServer::Impl {
 
   asio::io_context& io() { return io_; }
   tcp::acceptor& acceptor() { return acceptor_; }
+  // The listening socket's protocol (IPv4 or IPv6), set once it is bound.
+  tcp protocol() const { return protocol_; }
+  void set_protocol(tcp protocol) { protocol_ = protocol; }
 
  private:
   const ServerTlsOptions tls_;
   asio::io_context io_;
   tcp::acceptor acceptor_;
+  tcp protocol_ = tcp::v4();
   absl::Mutex mu_;
   std::shared_ptr<ssl::context> context_ ABSL_GUARDED_BY(mu_);
   std::vector<std::filesystem::file_time_type> times_ ABSL_GUARDED_BY(mu_);
@@ -353,6 +358,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
     acceptor.bind(endpoint);
     acceptor.listen(asio::socket_base::max_listen_connections);
     s->port_ = acceptor.local_endpoint().port();
+    s->impl_->set_protocol(endpoint.protocol());
   } catch (const boost::system::system_error& e) {
     return absl::UnavailableError(
         absl::StrCat("--http_port: cannot listen on ", where, ": ", e.what()));
@@ -391,7 +397,6 @@ void HttpServer::ReapLocked() {
 
 void HttpServer::AcceptLoop() {
   const int listen_fd = impl_->acceptor().native_handle();
-  const tcp protocol = impl_->acceptor().local_endpoint().protocol();
   while (!stopping_.load()) {
     const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
@@ -413,28 +418,36 @@ void HttpServer::AcceptLoop() {
     Connection& c = connections_.emplace_back();
     c.fd = fd;
     c.busy = busy;
-    c.thread = std::thread([this, &c, fd, protocol, busy] {
-      asio::io_context io;
-      beast::tcp_stream tcp_stream(tcp::socket(io, protocol, fd));
-      if (!options_.tls.enabled()) {
-        Session<beast::tcp_stream> session(io, tcp_stream, fd, options_, handlers_);
-        busy ? session.RefuseBusy() : session.Run();
-      } else if (absl::StatusOr<std::shared_ptr<ssl::context>> context = impl_->TlsContext();
-                 context.ok()) {
-        ssl::stream<beast::tcp_stream&> tls_stream(tcp_stream, **context);
-        Session<ssl::stream<beast::tcp_stream&>> session(io, tls_stream, fd, options_, handlers_);
-        if (session.Handshake()) busy ? session.RefuseBusy() : session.Run();
-      }
-      {
-        absl::MutexLock lock(&mu_);
-        c.fd = -1;  // Shutdown no longer touches it: the number may be reused once closed
-      }
-      beast::error_code ignored;
-      tcp_stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-      tcp_stream.socket().close(ignored);
-      c.done.store(true, std::memory_order_release);
-    });
+    try {
+      c.thread = std::thread([this, &c, fd, busy] { Serve(&c, fd, busy); });
+    } catch (const std::system_error& e) {  // no thread to be had: this one is not served
+      LOG(WARNING) << "HTTP port: no thread for a connection: " << e.what();
+      connections_.pop_back();
+      ::close(fd);
+    }
   }
+}
+
+void HttpServer::Serve(Connection* c, int fd, bool busy) {
+  asio::io_context io;
+  beast::tcp_stream tcp_stream(tcp::socket(io, impl_->protocol(), fd));
+  if (!options_.tls.enabled()) {
+    Session<beast::tcp_stream> session(io, tcp_stream, fd, options_, handlers_);
+    busy ? session.RefuseBusy() : session.Run();
+  } else if (absl::StatusOr<std::shared_ptr<ssl::context>> context = impl_->TlsContext();
+             context.ok()) {
+    ssl::stream<beast::tcp_stream&> tls_stream(tcp_stream, **context);
+    Session<ssl::stream<beast::tcp_stream&>> session(io, tls_stream, fd, options_, handlers_);
+    if (session.Handshake()) busy ? session.RefuseBusy() : session.Run();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    c->fd = -1;  // Shutdown no longer touches it: the number may be reused once closed
+  }
+  beast::error_code ignored;
+  tcp_stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  tcp_stream.socket().close(ignored);
+  c->done.store(true, std::memory_order_release);
 }
 
 }  // namespace tpserve::http

@@ -109,6 +109,8 @@ class HttpServer {
 
   HttpServer(HttpServerOptions options, HttpHandlers handlers);
   void AcceptLoop();
+  // Serves connection `c` (socket `fd`) on its own thread: its requests, or a 503 when `busy`.
+  void Serve(Connection* c, int fd, bool busy);
   // Joins the threads of connections that have ended.
   void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
