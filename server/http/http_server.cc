@@ -387,7 +387,9 @@ void HttpServer::Shutdown() {
 void HttpServer::ReapLocked() {
   for (auto it = connections_.begin(); it != connections_.end();) {
     if (it->done.load(std::memory_order_acquire)) {
-      it->thread.join();
+      // It has let go of everything of this server's; only its locals' destructors remain.
+      // Detached rather than joined: the accept loop never waits on a connection's thread.
+      it->thread.detach();
       it = connections_.erase(it);
     } else {
       ++it;

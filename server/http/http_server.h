@@ -111,7 +111,8 @@ class HttpServer {
   void AcceptLoop();
   // Serves connection `c` (socket `fd`) on its own thread: its requests, or a 503 when `busy`.
   void Serve(Connection* c, int fd, bool busy);
-  // Joins the threads of connections that have ended.
+  // Forgets the connections that have ended (their threads detached: they touch nothing of
+  // the server's any more).
   void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const HttpServerOptions options_;

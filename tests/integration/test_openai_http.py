@@ -457,7 +457,8 @@ def test_connections_beyond_the_limit_are_answered_503_at_once(request, tmp_path
             if not answer.startswith(b"HTTP/1.1 200") or time.time() > deadline:
                 break
             time.sleep(0.2)
-        assert answer.startswith(b"HTTP/1.1 503") and b"at most 4" in answer, answer[:300]
+        assert answer.startswith(b"HTTP/1.1 503") and b"at most 4" in answer, \
+            (elapsed, answer[:300], srv.log_tail())
         assert elapsed < 2
     finally:
         for sock in idle:
