@@ -7,6 +7,11 @@ For each world size it starts `tpserve serve --tp P` (threads per worker: cores 
 with tpserve-bench at each concurrency, and reports p50 / p99 of the overhead per step, with the
 step's wall time beside it, as a markdown table and JSON.
 
+The load generator runs on the same cores as the server. Each concurrency is driven twice: with
+the client at normal priority, and at nice 19, which stands for a client on another host (its
+threads then wait while a server thread is runnable). On 2 cores the difference is the time a
+woken worker waits for a core that the client's stream readers hold.
+
   bench/step_overhead.py [--build build] [--tps 1,2] [--concurrency 1,16] [--out FILE.json]
 """
 import argparse
@@ -40,16 +45,16 @@ def run_world(build, model, tp, concurrencies, requests, tmp):
                 raise RuntimeError(f"serve --tp {tp} did not become healthy")
             time.sleep(0.2)
         rows = []
-        for c in concurrencies:
+        for c, nice in [(c, n) for c in concurrencies for n in (0, 19)]:
             start = sum(1 for _ in open(trace))
-            subprocess.run([bench, f"--server=127.0.0.1:{port}", f"--requests={requests(c)}",
+            subprocess.run(["nice", "-n", str(nice), bench, f"--server=127.0.0.1:{port}", f"--requests={requests(c)}",
                             f"--concurrency={c}", "--prompt_len=fixed:64", "--output_len=fixed:64",
                             "--warmup=2"], check=True, capture_output=True)
             time.sleep(0.2)  # the last steps' lines
             steps = [json.loads(line) for line in list(open(trace))[start:]]
             decode = [s for s in steps if s["tokens"] == s["sequences"]]
             rows.append({
-                "tp": tp, "threads": threads, "concurrency": c, "steps": len(steps),
+                "tp": tp, "threads": threads, "concurrency": c, "client_nice": nice, "steps": len(steps),
                 "decode_steps": len(decode),
                 "overhead_us_p50": percentile([s["overhead_us"] for s in decode], 0.5),
                 "overhead_us_p99": percentile([s["overhead_us"] for s in decode], 0.99),
@@ -76,11 +81,12 @@ def main():
         for tp in [int(x) for x in a.tps.split(",")]:
             rows += run_world(build, a.model, tp, [int(x) for x in a.concurrency.split(",")],
                               lambda c: 8 if c == 1 else 3 * c, tmp)
-    print("| TP | threads/worker | concurrency | decode steps | overhead p50 (µs) | p99 (µs) "
-          "| step wall p50 (µs) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| TP | threads/worker | concurrency | client nice | decode steps | overhead p50 (µs) "
+          "| p99 (µs) | step wall p50 (µs) |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['tp']} | {r['threads']} | {r['concurrency']} | {r['decode_steps']} | "
+        print(f"| {r['tp']} | {r['threads']} | {r['concurrency']} | {r['client_nice']} | "
+              f"{r['decode_steps']} | "
               f"{r['overhead_us_p50']:.0f} | {r['overhead_us_p99']:.0f} | {r['wall_us_p50']:.0f} |")
     if a.out:
         pathlib.Path(a.out).write_text(json.dumps(rows, indent=1) + "\n")
