@@ -410,8 +410,10 @@ void BatchEngine::Deliver(Request* request, const engine::SampleResult& sampled)
   message.add_token_ids(sampled.token_id);
   if (spec.sampling.logprobs > 0) {
     auto fill = [&](int32_t id, float logprob, tpserve::v1::TokenLogprob* out) {
+      const std::string_view bytes = tokenizer_.TokenBytes(id);
       out->set_token_id(id);
-      out->set_text(model::Utf8Lossy(tokenizer_.TokenBytes(id)));
+      out->set_text(model::Utf8Lossy(bytes));
+      out->set_bytes(bytes.data(), bytes.size());
       out->set_logprob(logprob);
     };
     tpserve::v1::TokenLogprobs* lp = message.add_logprobs();

@@ -29,10 +29,17 @@ json FinishReason(tpserve::v1::FinishReason reason) {
   }
 }
 
-json Bytes(const std::string& text) {
+// A token's raw bytes as OpenAI's list of integers.
+json Bytes(const tpserve::v1::TokenLogprob& token) {
   json bytes = json::array();
-  for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+  for (unsigned char c : token.bytes()) bytes.push_back(static_cast<int>(c));
   return bytes;
+}
+
+// Characters (Unicode code points, as Python's len counts them) of valid UTF-8 `text`.
+int64_t Characters(absl::string_view text) {
+  return std::count_if(text.begin(), text.end(),
+                       [](char c) { return (static_cast<unsigned char>(c) & 0xc0) != 0x80; });
 }
 
 // Chat's logprobs: {"content": [{token, logprob, bytes, top_logprobs: [...]}]}.
@@ -43,20 +50,26 @@ json ChatLogprobs(const OpenAiRequest& request, const GenerateResponse& message)
     for (int i = 0; i < lp.top_size() && i < static_cast<int>(request.top_logprobs); ++i) {
       top.push_back({{"token", lp.top(i).text()},
                      {"logprob", lp.top(i).logprob()},
-                     {"bytes", Bytes(lp.top(i).text())}});
+                     {"bytes", Bytes(lp.top(i))}});
     }
     content.push_back({{"token", lp.chosen().text()},
                        {"logprob", lp.chosen().logprob()},
-                       {"bytes", Bytes(lp.chosen().text())},
+                       {"bytes", Bytes(lp.chosen())},
                        {"top_logprobs", std::move(top)}});
   }
   return {{"content", std::move(content)}, {"refusal", nullptr}};
 }
 
-// Completions' logprobs: parallel lists, the alternatives as {token: logprob} maps.
-json CompletionLogprobs(const OpenAiRequest& request, const GenerateResponse& message) {
+// Completions' logprobs: parallel lists, the alternatives as {token: logprob} maps, and each
+// token's text_offset: the characters of the choice's token texts before it, from `*offset`,
+// which it advances past this message's tokens.
+json CompletionLogprobs(const OpenAiRequest& request, const GenerateResponse& message,
+                        int64_t* offset) {
   json tokens = json::array(), logprobs = json::array(), tops = json::array();
+  json offsets = json::array();
   for (const tpserve::v1::TokenLogprobs& lp : message.logprobs()) {
+    offsets.push_back(*offset);
+    *offset += Characters(lp.chosen().text());
     tokens.push_back(lp.chosen().text());
     logprobs.push_back(lp.chosen().logprob());
     json top = json::object();
@@ -67,12 +80,15 @@ json CompletionLogprobs(const OpenAiRequest& request, const GenerateResponse& me
   }
   return {{"tokens", std::move(tokens)},
           {"token_logprobs", std::move(logprobs)},
-          {"top_logprobs", std::move(tops)}};
+          {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
 }
 
-json Logprobs(const OpenAiRequest& request, const GenerateResponse& message) {
+// `*offset`: where the choice's completions text_offset goes on from.
+json Logprobs(const OpenAiRequest& request, const GenerateResponse& message, int64_t* offset) {
   if (!request.logprobs) return nullptr;
-  return IsChat(request) ? ChatLogprobs(request, message) : CompletionLogprobs(request, message);
+  return IsChat(request) ? ChatLogprobs(request, message)
+                         : CompletionLogprobs(request, message, offset);
 }
 
 json UsageJson(const tpserve::v1::Usage& usage) {
@@ -125,8 +141,9 @@ json WholeResponse(const OpenAiRequest& request, const ResponseHeader& header,
   tpserve::v1::Usage usage;
   for (size_t i = 0; i < choices.size(); ++i) {
     const GenerateResponse& c = choices[i];
+    int64_t offset = 0;
     json choice = {{"index", i},
-                   {"logprobs", Logprobs(request, c)},
+                   {"logprobs", Logprobs(request, c, &offset)},
                    {"finish_reason", FinishReason(c.finish_reason())}};
     if (IsChat(request)) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text()}};
@@ -144,9 +161,11 @@ json WholeResponse(const OpenAiRequest& request, const ResponseHeader& header,
 }
 
 json StreamChunk(const OpenAiRequest& request, const ResponseHeader& header, uint32_t index,
-                 const GenerateResponse& message, bool first) {
+                 const GenerateResponse& message, ChunkPosition* position) {
+  const bool first = position->first;
+  position->first = false;
   json choice = {{"index", index},
-                 {"logprobs", Logprobs(request, message)},
+                 {"logprobs", Logprobs(request, message, &position->text_offset)},
                  {"finish_reason", FinishReason(message.finish_reason())}};
   if (IsChat(request)) {
     json delta = {{"content", message.text()}};

@@ -35,11 +35,18 @@ void Accumulate(const tpserve::v1::GenerateResponse& message, tpserve::v1::Gener
 nlohmann::json WholeResponse(const OpenAiRequest& request, const ResponseHeader& header,
                              const std::vector<tpserve::v1::GenerateResponse>& choices);
 
+// Where one choice's stream stands before its next chunk.
+struct ChunkPosition {
+  bool first = true;        // no chunk of the choice yet
+  int64_t text_offset = 0;  // completions logprobs: characters of the token texts so far
+};
+
 // A stream's chunk for choice `index`: `message`'s text (chat: as a delta), logprobs and, on
 // the last, its finish reason. Chat's first chunk of a choice also carries the role.
+// Advances `*position` past the chunk.
 nlohmann::json StreamChunk(const OpenAiRequest& request, const ResponseHeader& header,
                            uint32_t index, const tpserve::v1::GenerateResponse& message,
-                           bool first);
+                           ChunkPosition* position);
 
 // stream_options.include_usage: the last chunk, with no choices and the usage of all.
 nlohmann::json UsageChunk(const OpenAiRequest& request, const ResponseHeader& header,

@@ -10,18 +10,22 @@ namespace {
 using nlohmann::json;
 using tpserve::v1::GenerateResponse;
 
-GenerateResponse Message(const std::string& text, int32_t id, float logprob) {
+// One token's message; its raw bytes are `bytes`, or its text when not given.
+GenerateResponse Message(const std::string& text, int32_t id, float logprob,
+                         const std::string* bytes = nullptr) {
   GenerateResponse m;
   m.set_text(text);
   m.add_token_ids(id);
   tpserve::v1::TokenLogprobs* lp = m.add_logprobs();
   lp->mutable_chosen()->set_token_id(id);
   lp->mutable_chosen()->set_text(text);
+  lp->mutable_chosen()->set_bytes(bytes != nullptr ? *bytes : text);
   lp->mutable_chosen()->set_logprob(logprob);
   for (int i = 0; i < 3; ++i) {
     tpserve::v1::TokenLogprob* top = lp->add_top();
     top->set_token_id(i);
     top->set_text(std::string(1, static_cast<char>('a' + i)));
+    top->set_bytes(top->text());
     top->set_logprob(-1.0f * static_cast<float>(i));
   }
   return m;
@@ -52,6 +56,7 @@ TEST(OpenAiResponseTest, WholeCompletionAccumulatesItsMessages) {
   EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"], json::array({"Hel", "lo"}));
   EXPECT_EQ(j["choices"][0]["logprobs"]["top_logprobs"][1].size(), 2u);  // top 2 of 3
+  EXPECT_EQ(j["choices"][0]["logprobs"]["text_offset"], json::array({0, 3}));
   EXPECT_EQ(j["usage"],
             json({{"prompt_tokens", 4}, {"completion_tokens", 2}, {"total_tokens", 6}}));
 }
@@ -77,7 +82,8 @@ TEST(OpenAiResponseTest, WholeChatSumsTheUsageOfItsChoices) {
 TEST(OpenAiResponseTest, ChatChunksCarryTheRoleFirstAndLogprobsWithBytes) {
   OpenAiRequest r = Request(Endpoint::kChatCompletions, true, 1);
   r.include_usage = true;
-  const json first = StreamChunk(r, kHeader, 0, Message("é", 7, -0.1f), true);
+  ChunkPosition position;
+  const json first = StreamChunk(r, kHeader, 0, Message("é", 7, -0.1f), &position);
   EXPECT_EQ(first["object"], "chat.completion.chunk");
   EXPECT_EQ(first["choices"][0]["delta"], json({{"role", "assistant"}, {"content", "é"}}));
   EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
@@ -85,7 +91,7 @@ TEST(OpenAiResponseTest, ChatChunksCarryTheRoleFirstAndLogprobsWithBytes) {
   const json& token = first["choices"][0]["logprobs"]["content"][0];
   EXPECT_EQ(token["bytes"], json::array({0xc3, 0xa9}));
   EXPECT_EQ(token["top_logprobs"].size(), 1u);
-  const json next = StreamChunk(r, kHeader, 0, Message("x", 8, -0.1f), false);
+  const json next = StreamChunk(r, kHeader, 0, Message("x", 8, -0.1f), &position);
   EXPECT_FALSE(next["choices"][0]["delta"].contains("role"));
   tpserve::v1::Usage usage;
   usage.set_prompt_tokens(2);
@@ -93,6 +99,37 @@ TEST(OpenAiResponseTest, ChatChunksCarryTheRoleFirstAndLogprobsWithBytes) {
   const json last = UsageChunk(r, kHeader, usage);
   EXPECT_TRUE(last["choices"].empty());
   EXPECT_EQ(last["usage"]["total_tokens"], 3);
+}
+
+TEST(OpenAiResponseTest, LogprobsCarryATokensRawBytesNotItsLossyText) {
+  const std::string half_e = "\xc3";  // the first byte of "é": its text is U+FFFD
+  const GenerateResponse m = Message("\xef\xbf\xbd", 9, -0.3f, &half_e);
+  ChunkPosition position;
+  const json chat =
+      StreamChunk(Request(Endpoint::kChatCompletions, true, 0), kHeader, 0, m, &position);
+  EXPECT_EQ(chat["choices"][0]["logprobs"]["content"][0]["bytes"], json::array({0xc3}));
+  EXPECT_EQ(chat["choices"][0]["logprobs"]["content"][0]["token"], "\xef\xbf\xbd");
+}
+
+TEST(OpenAiResponseTest, StreamedTextOffsetsGoOnAcrossChunksAsInTheWholeResponse) {
+  const OpenAiRequest r = Request(Endpoint::kCompletions, true, 1);
+  const GenerateResponse parts[] = {Message("é", 1, -0.1f), Message(" ab", 2, -0.2f),
+                                    Message("c", 3, -0.3f)};
+  ChunkPosition position;
+  GenerateResponse total;
+  json streamed = json::array();
+  for (const GenerateResponse& part : parts) {
+    Accumulate(part, &total);
+    const json chunk = StreamChunk(r, kHeader, 0, part, &position);
+    for (const json& offset : chunk["choices"][0]["logprobs"]["text_offset"]) {
+      streamed.push_back(offset);
+    }
+  }
+  // In characters, as Python counts them: "é" is one.
+  EXPECT_EQ(streamed, json::array({0, 1, 4}));
+  EXPECT_EQ(WholeResponse(r, kHeader, {total})["choices"][0]["logprobs"]["text_offset"], streamed);
+  EXPECT_EQ(position.text_offset, 5);
+  EXPECT_FALSE(position.first);
 }
 
 TEST(OpenAiResponseTest, SseFraming) {

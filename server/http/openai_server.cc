@@ -155,7 +155,7 @@ class GenerationCall {
       stream_->Cancel();
       return;
     }
-    std::vector<bool> started(request_.n, false);
+    std::vector<ChunkPosition> positions(request_.n);
     tpserve::v1::Usage usage;
     absl::Status failed;
     while (!stream_->Done()) {
@@ -172,10 +172,9 @@ class GenerationCall {
         continue;
       }
       const tpserve::v1::GenerateResponse& m = *e->message;
-      if (!write(SseEvent(StreamChunk(request_, header_, e->index, m, !started[e->index])))) {
+      if (!write(SseEvent(StreamChunk(request_, header_, e->index, m, &positions[e->index])))) {
         return;
       }
-      started[e->index] = true;
       if (m.has_usage()) {
         usage.set_prompt_tokens(m.usage().prompt_tokens());
         usage.set_completion_tokens(usage.completion_tokens() + m.usage().completion_tokens());

@@ -172,10 +172,19 @@ def test_streamed_completion_and_logprobs(client, model_name):
                                        extra_body={"ignore_eos": True})
     chunks = list(stream)
     assert len(chunks) == 6
+    offsets = []
     for c in chunks:
         lp = c.choices[0].logprobs
         assert len(lp.tokens) == 1 and lp.token_logprobs[0] <= 0
         assert 1 <= len(lp.top_logprobs[0]) <= 2
+        offsets += lp.text_offset
+    whole = client.completions.create(model=model_name, prompt="One, two,", max_tokens=6,
+                                      temperature=0, logprobs=2, extra_body={"ignore_eos": True})
+    tokens = whole.choices[0].logprobs.tokens
+    # Each token's offset: the characters of the tokens before it, streamed or not.
+    assert offsets == whole.choices[0].logprobs.text_offset
+    assert offsets == [len("".join(tokens[:i])) for i in range(len(tokens))]
+    assert "".join(tokens) == whole.choices[0].text
     chat = client.chat.completions.create(
         model=model_name, messages=[{"role": "user", "content": "Hi"}], max_tokens=4,
         temperature=0, logprobs=True, top_logprobs=3)
@@ -183,6 +192,22 @@ def test_streamed_completion_and_logprobs(client, model_name):
     assert len(content) == chat.usage.completion_tokens
     assert all(len(t.top_logprobs) == 3 and t.logprob <= 0 for t in content)
     assert content[0].top_logprobs[0].logprob >= content[0].top_logprobs[-1].logprob
+
+
+def test_logprobs_bytes_are_the_tokens_raw_bytes(client, model_name):
+    """Emoji take several tokens each here, none of them whole UTF-8: their `token` texts are
+    U+FFFD, and only their raw `bytes` put the answer back together."""
+    chat = client.chat.completions.create(
+        model=model_name, messages=[{"role": "user", "content": "Write three emoji."}],
+        max_tokens=12, temperature=0, logprobs=True, top_logprobs=1,
+        extra_body={"ignore_eos": True})
+    content = chat.choices[0].logprobs.content
+    text = chat.choices[0].message.content
+    assert b"".join(bytes(t.bytes) for t in content) == text.encode(), (text, content)
+    partial = [t for t in content if "\ufffd" in t.token]
+    assert partial, f"no token split a character in {text!r}: the case is not exercised"
+    for t in content:
+        assert bytes(t.top_logprobs[0].bytes).decode(errors="replace") == t.top_logprobs[0].token
 
 
 def test_n_choices_and_stop(client, model_name):

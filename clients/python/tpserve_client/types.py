@@ -22,14 +22,15 @@ FINISH_REASONS = {
 @dataclass(frozen=True)
 class TokenLogprob:
     """A token with its natural-log probability; `text` may hold part of a UTF-8 character
-    (then with U+FFFD)."""
+    (then with U+FFFD), `raw` is the token's bytes."""
     token_id: int
     text: str
     logprob: float
+    raw: bytes = b""
 
     @classmethod
     def from_proto(cls, m) -> "TokenLogprob":
-        return cls(token_id=m.token_id, text=m.text, logprob=m.logprob)
+        return cls(token_id=m.token_id, text=m.text, logprob=m.logprob, raw=m.bytes)
 
 
 @dataclass(frozen=True)
