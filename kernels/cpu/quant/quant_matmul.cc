@@ -100,44 +100,23 @@ bool CpuSupportsQuantKernels() {
   return supported;
 }
 
-void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y, int64_t m,
-                 int64_t n, int64_t k, ThreadPool* pool, QuantScratch* scratch, QuantIsa isa) {
-  CHECK_GE(m, 0);
-  CHECK_GE(n, 0);
-  CHECK_GE(k, 0);
-  if (m == 0 || n == 0) return;
-  if (format == WeightFormat::kF32) {
-    MatmulF32(x, reinterpret_cast<const float*>(w), y, m, n, k, pool);
-    return;
-  }
-  const FormatKernels& f = FormatKernelsFor(format);
-  CHECK_EQ(k % f.block_values, 0) << f.name << " rows of " << k << " values";
-  const int64_t row_bytes = RowBytes(format, k);
-  const int64_t units = (n + kRowUnit - 1) / kRowUnit;
-  auto columns = [&](auto tile) {
-    Run(units, pool, [&](int64_t begin, int64_t end) {
-      Columns(m, row_bytes, begin * kRowUnit, std::min(n, end * kRowUnit), tile);
-    });
-  };
-  if (f.float_tile != nullptr) {
-    columns([&](int64_t j, int nr, int64_t i, int mr) {
-      f.float_tile(w + j * row_bytes, row_bytes, nr, x + i * k, k, mr, k, y + i * n + j, n);
-    });
-    return;
-  }
-  CHECK_EQ(k % 32, 0) << f.name << " rows of " << k << " values";
+namespace {
+
+// The activations x [m, k] as 8-bit blocks: scratch->rows [m, k / 32], and for the formats that
+// take them, groups of 8 interleaved rows (scratch->groups, `groups` of them) or each block's
+// sum of quants (scratch->sums, for interleaved8).
+void QuantizeActivations(const float* x, int64_t m, int64_t k, int64_t groups, bool with_sums,
+                         ThreadPool* pool, QuantScratch* scratch) {
   const int64_t kb = k / 32;
-  const int64_t groups = f.tiles32 != nullptr ? m / 8 : 0;
-  const bool interleaved = f.interleaved8 != nullptr;
   scratch->rows.resize(static_cast<size_t>(m * kb));
   scratch->groups.resize(static_cast<size_t>(groups * kb));
-  scratch->sums.resize(static_cast<size_t>(interleaved ? m * kb : 0));
+  scratch->sums.resize(static_cast<size_t>(with_sums ? m * kb : 0));
   Q8Block* xq = scratch->rows.data();
   Q8Block8* xg = scratch->groups.data();
   int32_t* sums = scratch->sums.data();
   auto quantize = [&](int64_t r0, int64_t r1) {
     QuantizeRowsQ8(x + r0 * k, r1 - r0, k, xq + r0 * kb);
-    if (interleaved) SumQuants(xq + r0 * kb, (r1 - r0) * kb, sums + r0 * kb);
+    if (with_sums) SumQuants(xq + r0 * kb, (r1 - r0) * kb, sums + r0 * kb);
     for (int64_t g = (r0 + 7) / 8; g < std::min(groups, r1 / 8); ++g) {
       InterleaveRows8(xq + 8 * g * kb, kb, xg + g * kb);
     }
@@ -149,41 +128,44 @@ void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y
   } else {
     quantize(0, m);
   }
-  if (interleaved) {
-    // w: ceil(n / 8) tiles of 8 interleaved rows (weight_layout.h), one per unit of the thread
-    // partition. Each run of tiles is read from memory once and stays in L1 while every run of
-    // mr rows of x sweeps it; a lone row (decode) streams one tile at a time (measured faster
-    // than two: kernels_quant_matmul_bench, m = 1).
-    const Interleaved8::Isa& tile = f.interleaved8->isa[static_cast<int>(isa)];
-    const int64_t tile_bytes = kInterleaved8Rows * row_bytes;
-    const int run = m == 1 ? 1 : tile.max_tiles;
-    static_assert(kRowUnit == kInterleaved8Rows);
-    Run(units, pool, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; t += run) {
-        const int tiles = static_cast<int>(std::min<int64_t>(run, end - t));
-        const int nr = static_cast<int>(std::min<int64_t>(8 * tiles, n - 8 * t));
-        for (int64_t i = 0; i < m; i += tile.max_rows) {
-          const int mr = static_cast<int>(std::min<int64_t>(tile.max_rows, m - i));
-          tile.tile(w + t * tile_bytes, tile_bytes, tiles, xq + i * kb, sums + i * kb, kb, mr, kb,
-                    y + i * n + 8 * t, n, nr);
-        }
+}
+
+// y [m, n] from Q8_0's interleaved tiles w: ceil(n / 8) tiles of 8 interleaved rows
+// (weight_layout.h), one per unit of the thread partition. Each run of tiles is read from
+// memory once and stays in L1 while every run of mr rows of x sweeps it; a lone row (decode)
+// streams one tile at a time (measured faster than two: kernels_quant_matmul_bench, m = 1).
+void Interleaved8Matmul(const Interleaved8::Isa& tile, const QuantScratch& scratch,
+                        const uint8_t* w, int64_t row_bytes, float* y, int64_t m, int64_t n,
+                        int64_t kb, ThreadPool* pool) {
+  const Q8Block* xq = scratch.rows.data();
+  const int32_t* sums = scratch.sums.data();
+  const int64_t tile_bytes = kInterleaved8Rows * row_bytes;
+  const int run = m == 1 ? 1 : tile.max_tiles;
+  static_assert(kRowUnit == kInterleaved8Rows);
+  Run((n + kRowUnit - 1) / kRowUnit, pool, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; t += run) {
+      const int tiles = static_cast<int>(std::min<int64_t>(run, end - t));
+      const int nr = static_cast<int>(std::min<int64_t>(8 * tiles, n - 8 * t));
+      for (int64_t i = 0; i < m; i += tile.max_rows) {
+        const int mr = static_cast<int>(std::min<int64_t>(tile.max_rows, m - i));
+        tile.tile(w + t * tile_bytes, tile_bytes, tiles, xq + i * kb, sums + i * kb, kb, mr, kb,
+                  y + i * n + 8 * t, n, nr);
       }
-    });
-    return;
-  }
-  if (f.tiles32 == nullptr) {
-    CHECK(f.quant_tile != nullptr) << "no tile for " << f.name;
-    columns([&](int64_t j, int nr, int64_t i, int mr) {
-      f.quant_tile(w + j * row_bytes, row_bytes, nr, xq + i * kb, kb, mr, k, y + i * n + j, n);
-    });
-    return;
-  }
-  // Groups of 8 rows through rows8, each tile of weight rows read once while every group sweeps
-  // it; the rows past the last whole group through cols8, each column block of weights read
-  // from memory once while those rows sweep it.
-  const Tiles32::Isa& tiles = f.tiles32->isa[static_cast<int>(isa)];
+    }
+  });
+}
+
+// y [m, n] from the file's rows w through the 32-value integer tiles: groups of 8 rows of x
+// through rows8, each tile of weight rows read once while every group sweeps it; the rows past
+// the last whole group through cols8, each column block of weights read from memory once while
+// those rows sweep it.
+void Tiles32Matmul(const Tiles32::Isa& tiles, const QuantScratch& scratch, const uint8_t* w,
+                   int64_t row_bytes, float* y, int64_t m, int64_t n, int64_t kb, int64_t groups,
+                   ThreadPool* pool) {
+  const Q8Block* xq = scratch.rows.data();
+  const Q8Block8* xg = scratch.groups.data();
   const int64_t block = ColumnBlock(row_bytes);
-  Run(units, pool, [&](int64_t begin, int64_t end) {
+  Run((n + kRowUnit - 1) / kRowUnit, pool, [&](int64_t begin, int64_t end) {
     const int64_t j0 = begin * kRowUnit, j1 = std::min(n, end * kRowUnit);
     if (groups > 0) {
       for (int64_t j = j0; j < j1; j += kRows8Width) {
@@ -202,6 +184,51 @@ void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y
       }
     }
   });
+}
+
+}  // namespace
+
+void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y, int64_t m,
+                 int64_t n, int64_t k, ThreadPool* pool, QuantScratch* scratch, QuantIsa isa) {
+  CHECK_GE(m, 0);
+  CHECK_GE(n, 0);
+  CHECK_GE(k, 0);
+  if (m == 0 || n == 0) return;
+  if (format == WeightFormat::kF32) {
+    MatmulF32(x, reinterpret_cast<const float*>(w), y, m, n, k, pool);
+    return;
+  }
+  const FormatKernels& f = FormatKernelsFor(format);
+  CHECK_EQ(k % f.block_values, 0) << f.name << " rows of " << k << " values";
+  const int64_t row_bytes = RowBytes(format, k);
+  auto columns = [&](auto tile) {
+    Run((n + kRowUnit - 1) / kRowUnit, pool, [&](int64_t begin, int64_t end) {
+      Columns(m, row_bytes, begin * kRowUnit, std::min(n, end * kRowUnit), tile);
+    });
+  };
+  if (f.float_tile != nullptr) {
+    columns([&](int64_t j, int nr, int64_t i, int mr) {
+      f.float_tile(w + j * row_bytes, row_bytes, nr, x + i * k, k, mr, k, y + i * n + j, n);
+    });
+    return;
+  }
+  CHECK_EQ(k % 32, 0) << f.name << " rows of " << k << " values";
+  const int64_t kb = k / 32;
+  const int64_t groups = f.tiles32 != nullptr ? m / 8 : 0;
+  QuantizeActivations(x, m, k, groups, f.interleaved8 != nullptr, pool, scratch);
+  if (f.interleaved8 != nullptr) {
+    Interleaved8Matmul(f.interleaved8->isa[static_cast<int>(isa)], *scratch, w, row_bytes, y, m, n,
+                       kb, pool);
+  } else if (f.tiles32 != nullptr) {
+    Tiles32Matmul(f.tiles32->isa[static_cast<int>(isa)], *scratch, w, row_bytes, y, m, n, kb,
+                  groups, pool);
+  } else {
+    CHECK(f.quant_tile != nullptr) << "no tile for " << f.name;
+    const Q8Block* xq = scratch->rows.data();
+    columns([&](int64_t j, int nr, int64_t i, int mr) {
+      f.quant_tile(w + j * row_bytes, row_bytes, nr, xq + i * kb, kb, mr, k, y + i * n + j, n);
+    });
+  }
 }
 
 }  // namespace tpserve::kernels::cpu
