@@ -139,3 +139,38 @@ def test_unreachable_worker_fails_fast(tpserve_bin, smollm_gguf):
                           f"--workers={dead}"], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert "rank 0" in out.stderr and dead in out.stderr, out.stderr
+
+
+def test_a_world_that_cannot_split_query_heads_evenly_serves_the_offline_tokens(
+        tmp_path, repo_root, tpserve_bin):
+    """8 query heads over 2 KV heads at world size 3: an even split of the query heads would
+    give rank 1 the heads of both KV heads unevenly (a worker abort on every step, before the
+    shard plan dealt each KV head's group to ranks of its own). The world serves exactly the
+    offline tokens and logprobs."""
+    subprocess.run([sys.executable, str(repo_root / "scripts" / "make-tiny-model.py"), "--out",
+                    str(tmp_path), "--name", "gqa", "--layers", "2", "--d-model", "64",
+                    "--heads", "8", "--kv-heads", "2", "--ffn", "96", "--format", "gguf"],
+                   check=True, capture_output=True)
+    model = tmp_path / "gqa.gguf"
+    procs, addresses = [], []
+    try:
+        for _ in range(3):
+            addresses.append(f"127.0.0.1:{free_port()}")
+            procs.append(subprocess.Popen([str(tpserve_bin), "worker",
+                                           f"--listen={addresses[-1]}",
+                                           f"--model_root={tmp_path}"],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+        for address in addresses:
+            wait_healthy(address)
+        want_ids, want_lines = generate_ids([], tpserve_bin, model, "hello world", False, 24,
+                                            extra=["--ignore_eos", "--logprobs=2"])
+        got_ids, got_lines = generate_ids([], tpserve_bin, model, "hello world", False, 24,
+                                          workers=addresses,
+                                          extra=["--ignore_eos", "--logprobs=2"])
+    finally:
+        codes = stop(procs)
+    assert got_ids == want_ids
+    for got, want in zip(got_lines[:-1], want_lines[:-1]):
+        assert got["logprob"] == pytest.approx(want["logprob"], abs=1e-4)
+        assert [t["id"] for t in got["top"]] == [t["id"] for t in want["top"]]
+    assert codes == [0] * len(procs), f"workers did not exit cleanly: {codes}"

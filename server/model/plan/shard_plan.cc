@@ -14,6 +14,48 @@ Range EvenSplit(int64_t n, int64_t parts, int64_t i) {
   return {begin, begin + base + (i < extra ? 1 : 0)};
 }
 
+// Whether the attention kernels can serve `plan`'s heads: they give each of its KV heads the
+// same number of its query heads, in order (local query head h reads local KV head
+// h / (q_heads / kv_heads)).
+bool EvenGroups(const ShardPlan& plan) {
+  const int64_t q = plan.q_heads_count(), kv = plan.kv_heads_count();
+  if (kv <= 0 || q % kv != 0) return false;
+  for (int64_t h = 0; h < q; ++h) {
+    if (plan.LocalKvHead(h) != h / (q / kv)) return false;
+  }
+  return true;
+}
+
+// More ranks than KV heads: the query heads split evenly, each rank holding the KV heads its
+// query heads read (replicated). Where that would give a rank query heads of two KV heads
+// unevenly (8 query heads, 2 KV heads, 3 ranks: heads 3-5 read KV heads 0, 0, 1), each KV
+// head's group is split among ranks of its own instead: the ranks are dealt to the KV heads
+// as evenly as possible, and each group's query heads among its ranks.
+void SplitQueryHeads(const ModelConfig& config, int rank, int world_size, ShardPlan* plan) {
+  const auto assign = [&](int r, ShardPlan* p) {
+    p->q_heads = EvenSplit(config.n_heads, world_size, r);
+    p->kv_heads = {p->q_heads.begin / p->group_size, (p->q_heads.end - 1) / p->group_size + 1};
+  };
+  bool even = true;
+  for (int r = 0; r < world_size && even; ++r) {
+    ShardPlan other = *plan;
+    assign(r, &other);
+    even = EvenGroups(other);
+  }
+  if (even) {
+    assign(rank, plan);
+    return;
+  }
+  for (int64_t kv = 0; kv < config.n_kv_heads; ++kv) {
+    const Range ranks = EvenSplit(world_size, config.n_kv_heads, kv);
+    if (rank < ranks.begin || rank >= ranks.end) continue;
+    const Range part = EvenSplit(plan->group_size, ranks.size(), rank - ranks.begin);
+    plan->q_heads = {kv * plan->group_size + part.begin, kv * plan->group_size + part.end};
+    plan->kv_heads = {kv, kv + 1};
+    return;
+  }
+}
+
 }  // namespace
 
 std::string ShardPlan::DebugString() const {
@@ -50,9 +92,7 @@ absl::StatusOr<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int
     plan.kv_heads = EvenSplit(config.n_kv_heads, world_size, rank);
     plan.q_heads = {plan.kv_heads.begin * plan.group_size, plan.kv_heads.end * plan.group_size};
   } else {
-    plan.q_heads = EvenSplit(config.n_heads, world_size, rank);
-    plan.kv_heads = {plan.q_heads.begin / plan.group_size,
-                     (plan.q_heads.end - 1) / plan.group_size + 1};
+    SplitQueryHeads(config, rank, world_size, &plan);
   }
 
   const int64_t granule = config.ffn_dim % ffn_granule == 0 ? ffn_granule : 1;

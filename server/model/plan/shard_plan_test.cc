@@ -4,6 +4,8 @@
 
 #include <set>
 
+#include "absl/strings/str_cat.h"
+
 namespace tpserve::model {
 namespace {
 
@@ -18,8 +20,18 @@ ModelConfig SmolLm2Shape() {
   return c;
 }
 
+// What the attention kernels need of a rank's heads: each of its KV heads read by the same
+// number of its query heads, in order.
+void ExpectEvenGroups(const ShardPlan& p) {
+  const int64_t q = p.q_heads_count(), kv = p.kv_heads_count();
+  ASSERT_TRUE(kv > 0 && q % kv == 0) << p.DebugString();
+  for (int64_t h = 0; h < q; ++h) EXPECT_EQ(p.LocalKvHead(h), h / (q / kv)) << p.DebugString();
+}
+
 // Every query head, FFN column and vocab row is owned by exactly one rank; each rank holds
-// the KV heads its query heads read; sizes differ by at most one unit.
+// the KV heads its query heads read, in even groups; sizes differ by at most one unit (one KV
+// group when whole groups are split, or when splitting the query heads evenly would make
+// uneven groups).
 void ExpectPartition(const ModelConfig& c, int world) {
   std::vector<int> q_owner(c.n_heads, 0), ffn_owner(c.ffn_dim, 0);
   std::vector<int> vocab_owner(c.vocab_size, 0);
@@ -28,6 +40,7 @@ void ExpectPartition(const ModelConfig& c, int world) {
     auto plan = MakeShardPlan(c, r, world);
     ASSERT_TRUE(plan.ok()) << plan.status();
     ASSERT_GT(plan->q_heads_count(), 0) << plan->DebugString();
+    ExpectEvenGroups(*plan);
     for (int64_t h = plan->q_heads.begin; h < plan->q_heads.end; ++h) {
       ++q_owner[h];
       const int64_t kv = h / plan->group_size;
@@ -44,11 +57,7 @@ void ExpectPartition(const ModelConfig& c, int world) {
   for (int v : q_owner) EXPECT_EQ(v, 1);
   for (int v : ffn_owner) EXPECT_EQ(v, 1);
   for (int v : vocab_owner) EXPECT_EQ(v, 1);
-  if (world <= c.n_kv_heads) {
-    EXPECT_LE(max_q - min_q, c.n_heads / c.n_kv_heads);  // whole KV groups
-  } else {
-    EXPECT_LE(max_q - min_q, 1);
-  }
+  EXPECT_LE(max_q - min_q, c.n_heads / c.n_kv_heads);
 }
 
 TEST(ShardPlanTest, SmolLm2AtEveryWorldSize) {
@@ -82,6 +91,39 @@ TEST(ShardPlanTest, WorldOfFourReplicatesKvHeads) {
   }
   EXPECT_EQ(q, (std::vector<Range>{{0, 3}, {3, 5}, {5, 7}, {7, 9}}));
   EXPECT_EQ(kv, (std::vector<Range>{{0, 1}, {1, 2}, {1, 3}, {2, 3}}));
+}
+
+TEST(ShardPlanTest, QueryHeadsAreNotSplitIntoUnevenGroups) {
+  // 8 query heads, 2 KV heads, 3 ranks: an even split (3, 3, 2) would give rank 1 heads 3-5,
+  // reading KV heads 0, 0 and 1, which no attention kernel serves. Each KV head's group goes
+  // to ranks of its own instead: KV head 0 to ranks 0 and 1, KV head 1 to rank 2.
+  ModelConfig c = SmolLm2Shape();
+  c.n_heads = 8;
+  c.n_kv_heads = 2;
+  std::vector<Range> q, kv;
+  for (int r = 0; r < 3; ++r) {
+    auto p = MakeShardPlan(c, r, 3);
+    ASSERT_TRUE(p.ok());
+    q.push_back(p->q_heads);
+    kv.push_back(p->kv_heads);
+  }
+  EXPECT_EQ(q, (std::vector<Range>{{0, 2}, {2, 4}, {4, 8}}));
+  EXPECT_EQ(kv, (std::vector<Range>{{0, 1}, {0, 1}, {1, 2}}));
+}
+
+TEST(ShardPlanTest, EveryHeadShapeAtEveryWorldSize) {
+  for (int heads : {1, 2, 4, 6, 8, 9, 12, 14, 16, 24, 32, 40}) {
+    for (int kv = 1; kv <= heads; ++kv) {
+      if (heads % kv != 0) continue;
+      ModelConfig c = SmolLm2Shape();
+      c.n_heads = heads;
+      c.n_kv_heads = kv;
+      for (int world = 1; world <= heads; ++world) {
+        SCOPED_TRACE(absl::StrCat(heads, " heads, ", kv, " KV heads, ", world, " ranks"));
+        ExpectPartition(c, world);
+      }
+    }
+  }
 }
 
 TEST(ShardPlanTest, OtherShapes) {
