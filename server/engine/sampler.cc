@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/arg_max.h"
 #include "kernels/cpu/sum_exp.h"
 #include "server/engine/philox.h"
 
@@ -91,17 +92,15 @@ void ApplyPenalties(absl::Span<float> logits, const SamplingParams& p,
   }
 }
 
-TemperedLogits Temper(absl::Span<const float> logits, float temperature) {
+TemperedLogits Temper(absl::Span<const float> logits, float temperature, bool with_log_z) {
   const auto vocab = static_cast<int32_t>(logits.size());
   TemperedLogits tempered;
   tempered.temperature = temperature > 0.0f ? temperature : 1.0;
   const double t = tempered.temperature;
-  int32_t argmax = 0;
-  for (int32_t i = 1; i < vocab; ++i) {
-    if (logits[i] > logits[argmax]) argmax = i;
-  }
+  const auto argmax = static_cast<int32_t>(kernels::cpu::ArgMax(logits.data(), vocab));
   tempered.argmax = argmax;
   tempered.max_scaled = logits[argmax] / t;
+  if (!with_log_z) return tempered;
   const double sum = kernels::cpu::SumExp(logits.data(), vocab, static_cast<float>(1.0 / t),
                                           static_cast<float>(tempered.max_scaled));
   // The largest term is e^0 = 1; the float exponent of the others must not pull the sum, and so
@@ -219,16 +218,24 @@ std::vector<TokenLogprob> TopLogprobs(absl::Span<const float> logits,
 
 SampleResult Sampler::Sample(absl::Span<const float> logits, const SamplingParams& p,
                              const TokenHistory& history, uint64_t index) {
-  scratch_logits_.assign(logits.begin(), logits.end());
-  ApplyPenalties(absl::MakeSpan(scratch_logits_), p, history);
-  const absl::Span<const float> penalised = scratch_logits_;
-  const TemperedLogits tempered = Temper(penalised, p.temperature);
+  // The logits are copied only when a penalty changes them.
+  absl::Span<const float> penalised = logits;
+  if (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+    scratch_logits_.assign(logits.begin(), logits.end());
+    ApplyPenalties(absl::MakeSpan(scratch_logits_), p, history);
+    penalised = scratch_logits_;
+  }
+  // The normaliser, a pass of exponentials over the vocabulary, only for log-probabilities.
+  const bool want_logprobs = p.logprobs > 0;
+  const TemperedLogits tempered = Temper(penalised, p.temperature, want_logprobs);
 
   SampleResult result;
   result.token_id =
       p.temperature == 0.0f ? tempered.argmax : DrawTruncated(penalised, tempered, p, index);
-  result.logprob = tempered.Logprob(penalised, result.token_id);
-  if (p.logprobs > 0) result.top = TopLogprobs(penalised, tempered, p.logprobs, &candidates_);
+  if (want_logprobs) {
+    result.logprob = tempered.Logprob(penalised, result.token_id);
+    result.top = TopLogprobs(penalised, tempered, p.logprobs, &candidates_);
+  }
   return result;
 }
 

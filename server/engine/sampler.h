@@ -50,7 +50,8 @@ struct TokenLogprob {
 struct SampleResult {
   int32_t token_id = 0;
   // Log-probability of the token under the model's distribution after penalties and
-  // temperature (temperature 1 when greedy), before top-k / top-p / min-p truncation.
+  // temperature (temperature 1 when greedy), before top-k / top-p / min-p truncation; only
+  // when params.logprobs > 0 (else 0: not computed).
   float logprob = 0.0f;
   std::vector<TokenLogprob> top;  // params.logprobs best tokens of that distribution
 };
@@ -101,8 +102,9 @@ class Sampler {
 void ApplyPenalties(absl::Span<float> logits, const SamplingParams& params,
                     const TokenHistory& history);
 
-// 2. Temperature: the TemperedLogits of the penalised logits.
-TemperedLogits Temper(absl::Span<const float> logits, float temperature);
+// 2. Temperature: the TemperedLogits of the penalised logits; log_z only `with_log_z` (it
+// takes a pass of exponentials over the vocabulary, needed only for log-probabilities).
+TemperedLogits Temper(absl::Span<const float> logits, float temperature, bool with_log_z = true);
 
 // 3. Top-k: writes to `candidates` the ids of the k highest logits in decreasing order (the
 // lower id first on a tie); every id, in that order, when k is 0 (off) or >= vocab.

@@ -236,6 +236,7 @@ TEST(SamplerTest, LogprobsUseTheTemperature) {
   SamplingParams p;
   p.temperature = 2.0f;
   p.top_k = 1;
+  p.logprobs = 1;
   const SampleResult r = sampler.Sample(kLogits, p, {}, 0);
   EXPECT_EQ(r.token_id, 1);
   double z = 0.0;
@@ -340,8 +341,18 @@ TEST(SamplerTest, SeededDrawsArePinned) {
     for (size_t i = 0; i < c.draws.size(); ++i) {
       const SampleResult r = sampler.Sample(logits, c.params, history, i);
       EXPECT_EQ(r.token_id, c.draws[i].token_id) << c.name << " draw " << i;
+      // The chosen token's log-probability is computed only when log-probabilities are asked
+      // for; the draw must not depend on that.
+      SamplingParams with_logprobs = c.params;
+      with_logprobs.logprobs = std::max<uint32_t>(1, c.params.logprobs);
+      const SampleResult w = sampler.Sample(logits, with_logprobs, history, i);
+      EXPECT_EQ(w.token_id, c.draws[i].token_id) << c.name << " draw " << i;
+      EXPECT_EQ(w.logprob, c.draws[i].logprob) << c.name << " draw " << i;
+      if (c.params.logprobs == 0) {
+        EXPECT_EQ(r.logprob, 0.0f) << "not computed";
+        continue;
+      }
       EXPECT_EQ(r.logprob, c.draws[i].logprob) << c.name << " draw " << i;
-      if (c.params.logprobs == 0) continue;
       // Penalties and temperature shape the reported top too.
       ASSERT_EQ(r.top.size(), 3u) << c.name;
       EXPECT_EQ(r.top[0].token_id, 19);
