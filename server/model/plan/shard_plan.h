@@ -15,8 +15,9 @@
 // the query heads are split evenly (sizes differ by at most one) and each rank holds the KV
 // heads its query heads read (KV heads replicated), unless that would give a rank the query
 // heads of two KV heads in unequal numbers, which the attention kernels cannot serve: then
-// each rank takes part of one KV head's query heads, the ranks dealt evenly to the KV heads. FFN columns are split on multiples of
-// `ffn_granule` so that row-parallel slices of quantised w_down land on block boundaries.
+// each rank takes part of one KV head's query heads, the ranks dealt evenly to the KV heads. FFN
+// columns are split on multiples of `ffn_granule` so that row-parallel slices of quantised w_down
+// land on block boundaries.
 #ifndef TPSERVE_SERVER_MODEL_PLAN_SHARD_PLAN_H_
 #define TPSERVE_SERVER_MODEL_PLAN_SHARD_PLAN_H_
 
