@@ -177,6 +177,7 @@ def test_logprobs_stop_and_seed(client):
     assert len(res.logprobs) == len(res.token_ids) == 6
     for tok, lp in zip(res.token_ids, res.logprobs):
         assert lp.chosen.token_id == tok and lp.chosen.logprob <= 0.0
+        assert lp.chosen.raw and lp.chosen.raw.decode(errors="replace") == lp.chosen.text
         assert len(lp.top) == 2 and lp.top[0].logprob >= lp.top[1].logprob
         assert lp.chosen.token_id == lp.top[0].token_id  # greedy
     # " four, five, six": the stop string (a str is one stop string) ends it, unsent.
