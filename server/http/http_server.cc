@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "server/http/request_reader.h"
 
 namespace tpserve::http {
 namespace {
@@ -27,7 +28,6 @@ namespace ssl = boost::asio::ssl;
 using tcp = boost::asio::ip::tcp;
 
 beast::string_view Beast(absl::string_view s) { return {s.data(), s.size()}; }
-std::string Str(beast::string_view s) { return {s.data(), s.size()}; }
 
 // How long a lingering close reads what a refused client still sends.
 constexpr absl::Duration kLinger = absl::Seconds(2);
@@ -77,7 +77,15 @@ class Session final : public HttpReply {
  public:
   Session(asio::io_context& io, Stream& stream, int fd, const HttpServerOptions& options,
           const HttpHandlers& handlers)
-      : io_(io), stream_(stream), fd_(fd), options_(options), handlers_(handlers) {}
+      : io_(io),
+        stream_(stream),
+        fd_(fd),
+        options_(options),
+        handlers_(handlers),
+        reader_(RequestLimits{.max_header_bytes = options.max_header_bytes,
+                              .max_body_bytes = options.max_body_bytes,
+                              .max_fields = options.max_fields,
+                              .max_chunk_extension_bytes = options.max_chunk_extension_bytes}) {}
 
   // Serves requests until the client or an error closes the connection.
   void Run() {
@@ -192,46 +200,47 @@ class Session final : public HttpReply {
     }
   }
 
+  // Parses what has come of the current request, reading more from the connection while
+  // the reader wants it, until `deadline`: the reader's progress (kMore with `error` set
+  // when the connection ended, failed or timed out first).
+  RequestReader::Progress Read(absl::Time deadline, beast::error_code& error) {
+    while (true) {
+      const RequestReader::Progress progress = reader_.Parse();
+      if (progress != RequestReader::Progress::kMore) return progress;
+      size_t n = 0;
+      error = Await(deadline - absl::Now(), [&](auto done) {
+        stream_.async_read_some(asio::buffer(chunk_, sizeof(chunk_)),
+                                [&n, done](beast::error_code ec, size_t got) {
+                                  n = got;
+                                  done(ec);
+                                });
+      });
+      if (n > 0) reader_.Feed(absl::string_view(chunk_, n));
+      if (error && n == 0) return RequestReader::Progress::kMore;
+    }
+  }
+
   // Reads one request and answers it; false when the connection is to close now.
   bool Exchange() {
-    bhttp::request_parser<bhttp::string_body> parser;
-    parser.header_limit(options_.max_header_bytes);
-    parser.body_limit(options_.max_body_bytes);
+    reader_.Next();
     const absl::Time deadline = absl::Now() + options_.request_timeout;
-    beast::error_code ec = Await(options_.request_timeout, [&](auto done) {
-      bhttp::async_read_header(stream_, buffer_, parser, done);
-    });
-    if (ec == bhttp::error::header_limit) {
-      Refuse(431,
-             absl::StrCat("headers: exceed the limit of ", options_.max_header_bytes, " bytes"));
+    beast::error_code ec;
+    RequestReader::Progress progress = Read(deadline, ec);
+    if (progress == RequestReader::Progress::kRefused) {
+      Refuse(reader_.refusal().status, reader_.refusal().message);
       return false;
     }
-    if (ec == bhttp::error::body_limit) {  // its Content-Length says so
-      Refuse(413, absl::StrCat("body: exceeds the limit of ", options_.max_body_bytes, " bytes"));
-      return false;
-    }
-    if (ec) {
-      if (ec != bhttp::error::end_of_stream && parser.got_some() && ec != beast::error::timeout) {
-        Refuse(400, "request: malformed HTTP");
-      }
-      return false;  // a silent or closed connection (idle keep-alive, slow-loris)
-    }
-    auto& head = parser.get();
-    HttpRequest request;
-    request.method = Str(head.method_string());
-    const std::string target = Str(head.target());
-    request.path = target.substr(0, target.find('?'));
-    for (const auto& field : head) {
-      request.headers.emplace_back(Str(field.name_string()), Str(field.value()));
-    }
-    closing_ = !head.keep_alive();
+    // A silent or closed connection (idle keep-alive, slow-loris) is closed unanswered.
+    if (progress != RequestReader::Progress::kHead) return false;
+    HttpRequest& request = reader_.request();
+    closing_ = !reader_.keep_alive();
     if (!Framed(request)) return false;
     closing_ = true;  // a refusal by `admit` closes: the body stays unread
     if (!handlers_.admit(request, *this)) {
       refused_ = true;
       return false;
     }
-    closing_ = !head.keep_alive();
+    closing_ = !reader_.keep_alive();
     if (absl::EqualsIgnoreCase(request.Header("Expect"), "100-continue")) {
       bhttp::response<bhttp::empty_body> go_on{bhttp::status::continue_, 11};
       if (Await(options_.write_timeout,
@@ -239,19 +248,18 @@ class Session final : public HttpReply {
         return false;
       }
     }
-    ec = Await(deadline - absl::Now(),
-               [&](auto done) { bhttp::async_read(stream_, buffer_, parser, done); });
-    if (ec == bhttp::error::body_limit) {
-      Refuse(413, absl::StrCat("body: exceeds the limit of ", options_.max_body_bytes, " bytes"));
+    progress = Read(deadline, ec);
+    if (progress == RequestReader::Progress::kRefused) {
+      Refuse(reader_.refusal().status, reader_.refusal().message);
       return false;
     }
-    if (ec == beast::error::timeout) {
-      Refuse(408, absl::StrCat("request: not received within ",
-                               absl::FormatDuration(options_.request_timeout)));
+    if (progress != RequestReader::Progress::kDone) {
+      if (ec == beast::error::timeout) {
+        Refuse(408, absl::StrCat("request: not received within ",
+                                 absl::FormatDuration(options_.request_timeout)));
+      }
       return false;
     }
-    if (ec) return false;
-    request.body = std::move(parser.get().body());
     handlers_.handle(request, *this);
     return true;
   }
@@ -278,7 +286,8 @@ class Session final : public HttpReply {
   const int fd_;
   const HttpServerOptions& options_;
   const HttpHandlers& handlers_;
-  beast::flat_buffer buffer_;
+  RequestReader reader_;
+  char chunk_[16384];  // what one read takes from the connection
   bool responded_ = false;  // this request has had its answer (or its head)
   bool failed_ = false;     // a write failed: the connection is done
   bool closing_ = false;    // the connection closes after this answer
@@ -286,13 +295,6 @@ class Session final : public HttpReply {
 };
 
 }  // namespace
-
-std::string HttpRequest::Header(absl::string_view name) const {
-  for (const auto& [n, v] : headers) {
-    if (absl::EqualsIgnoreCase(n, name)) return v;
-  }
-  return "";
-}
 
 class HttpServer::Impl {
  public:
@@ -433,14 +435,21 @@ void HttpServer::AcceptLoop() {
 void HttpServer::Serve(Connection* c, int fd, bool busy) {
   asio::io_context io;
   beast::tcp_stream tcp_stream(tcp::socket(io, impl_->protocol(), fd));
-  if (!options_.tls.enabled()) {
-    Session<beast::tcp_stream> session(io, tcp_stream, fd, options_, handlers_);
-    busy ? session.RefuseBusy() : session.Run();
-  } else if (absl::StatusOr<std::shared_ptr<ssl::context>> context = impl_->TlsContext();
-             context.ok()) {
-    ssl::stream<beast::tcp_stream&> tls_stream(tcp_stream, **context);
-    Session<ssl::stream<beast::tcp_stream&>> session(io, tls_stream, fd, options_, handlers_);
-    if (session.Handshake()) busy ? session.RefuseBusy() : session.Run();
+  // Whatever one connection's bytes or handler throw ends that connection, not the server.
+  try {
+    if (!options_.tls.enabled()) {
+      Session<beast::tcp_stream> session(io, tcp_stream, fd, options_, handlers_);
+      busy ? session.RefuseBusy() : session.Run();
+    } else if (absl::StatusOr<std::shared_ptr<ssl::context>> context = impl_->TlsContext();
+               context.ok()) {
+      ssl::stream<beast::tcp_stream&> tls_stream(tcp_stream, **context);
+      Session<ssl::stream<beast::tcp_stream&>> session(io, tls_stream, fd, options_, handlers_);
+      if (session.Handshake()) busy ? session.RefuseBusy() : session.Run();
+    }
+  } catch (const std::exception& e) {
+    LOG(ERROR) << "HTTP port: a connection ended on an exception: " << e.what();
+  } catch (...) {
+    LOG(ERROR) << "HTTP port: a connection ended on an exception of unknown type";
   }
   {
     absl::MutexLock lock(&mu_);

@@ -5,7 +5,10 @@
 //   the server starts reading it (a slow-loris client holds a connection no longer);
 // - its head is at most `max_header_bytes` (431), its body at most `max_body_bytes` whether
 //   framed by Content-Length or chunked (413), and a compressed body is refused (415): the
-//   server never inflates;
+//   server never inflates; trailers, field counts, chunk extensions and ambiguous framing
+//   are bounded and refused as RequestReader says (request_reader.h);
+// - whatever a connection's bytes or handler throw ends that connection alone (logged),
+//   never the server;
 // - at most `max_connections` connections are served at once; another is answered 503 and
 //   closed, never queued unanswered (up to 16 such answers at once; past that, closed);
 // - each write must be taken within `write_timeout`.
@@ -33,20 +36,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/common/server_tls.h"
+#include "server/http/http_request.h"
 
 namespace tpserve::http {
-
-using HeaderList = std::vector<std::pair<std::string, std::string>>;
-
-// One request as the handlers see it.
-struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
-  std::string path;    // the target, less any query
-  HeaderList headers;  // as received
-  std::string body;    // empty until admitted and read
-  // The value of header `name` (case-insensitive), "" when absent.
-  std::string Header(absl::string_view name) const;
-};
 
 // The answer to one request, written on the connection's thread.
 class HttpReply {
@@ -80,7 +72,9 @@ struct HttpServerOptions {
   ServerTlsOptions tls;
   int max_connections = 64;
   uint64_t max_body_bytes = 4 << 20;
-  uint32_t max_header_bytes = 16 << 10;
+  uint32_t max_header_bytes = 16 << 10;  // the head; and the trailers, apart
+  uint32_t max_fields = 100;             // in the head; and in the trailers
+  uint32_t max_chunk_extension_bytes = 4 << 10;  // all of one request's chunks together
   absl::Duration request_timeout = absl::Seconds(10);  // head + body, from the first wait
   absl::Duration write_timeout = absl::Seconds(30);    // each write
 };

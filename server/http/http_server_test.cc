@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <stdexcept>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +39,7 @@ class HttpServerTest : public ::testing::Test {
       return true;
     };
     handlers.handle = [](const HttpRequest& request, HttpReply& reply) {
+      if (request.path == "/throw") throw std::runtime_error("a handler's bug");
       if (request.path == "/stream") {
         reply.Begin(200, "text/plain", {});
         for (const char* piece : {"a", "bb", "ccc"}) reply.Write(piece);
@@ -117,6 +119,32 @@ TEST_F(HttpServerTest, RefusesWhatIsOverTheLimits) {
                        "Content-Length: 3\r\n\r\nabc"),
               AllOf(StartsWith("HTTP/1.1 415"), HasSubstr("Content-Encoding")));
   EXPECT_THAT(Exchange("nonsense\r\n\r\n"), StartsWith("HTTP/1.1 400"));
+}
+
+// Issue 37: a 70,000-byte trailer field made Beast throw out of the connection's thread,
+// which aborted the server. Now: 431, and the server goes on serving.
+TEST_F(HttpServerTest, AnOverlongTrailerIsRefusedAndTheServerServesOn) {
+  EXPECT_THAT(Exchange(absl::StrCat("POST /echo HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: "
+                                    "chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T: ",
+                                    std::string(70000, 'a'), "\r\n\r\n")),
+              AllOf(StartsWith("HTTP/1.1 431"), HasSubstr("trailers: exceed the limit of 2000")));
+  EXPECT_THAT(Exchange("GET /after HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"),
+              AllOf(StartsWith("HTTP/1.1 200"), HasSubstr("GET /after")));
+}
+
+TEST_F(HttpServerTest, AHandlerThatThrowsEndsItsConnectionOnly) {
+  EXPECT_EQ(Exchange("GET /throw HTTP/1.1\r\nHost: h\r\n\r\n"), "");
+  EXPECT_THAT(Exchange("GET /after HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"),
+              StartsWith("HTTP/1.1 200"));
+}
+
+TEST_F(HttpServerTest, RefusesAmbiguousFraming) {
+  EXPECT_THAT(Exchange("POST /echo HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n"
+                       "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"),
+              AllOf(StartsWith("HTTP/1.1 400"), HasSubstr("Transfer-Encoding")));
+  EXPECT_THAT(Exchange("POST /echo HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       "10000000000000001\r\nabc\r\n0\r\n\r\n"),
+              AllOf(StartsWith("HTTP/1.1 400"), HasSubstr("chunked body")));
 }
 
 TEST_F(HttpServerTest, AdmitRefusesBeforeTheBodyIsRead) {
