@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
+#include "server/common/catch_all.h"
 #include "server/coordinator/finish_rule.h"
 #include "server/coordinator/sequence.h"
 #include "server/coordinator/text_streamer.h"
@@ -165,53 +166,63 @@ void BatchEngine::Loop() {
       absl::MutexLock lock(&mu_);
       if (stopping_) break;
     }
-    if (!world_up_ && !RecoverWorld()) {
-      ReapCancelled();
-      // A restarted worker is usually back within a fraction of a second: retry soon, then
-      // less often, up to restart_backoff.
-      backoff_ = std::min(std::max(2 * backoff_, kFirstRestartBackoff), options_.restart_backoff);
-      absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), backoff_);
-      continue;
+    // A turn that throws (a bug, a failed allocation) fails the requests in flight, whose
+    // state it may have left half-updated, and rebuilds the world; the server serves on.
+    const absl::Status turn = CatchAll("the batch loop", [this] { Turn(); });
+    if (!turn.ok()) {
+      FailAll(turn);
+      WorldDown(turn);
     }
-    backoff_ = absl::ZeroDuration();
-    TakeInbox();
-    ReapCancelled();
-    if (requests_.empty()) {
-      if (absl::Status health = executor_->health(); !health.ok()) {  // e.g. a hung worker
-        LOG(ERROR) << "the world went down between steps: " << health;
-        WorldDown(health);
-        continue;
-      }
-      Publish();
-      absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(
-                               +[](BatchEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
-                                 return e->stopping_ || !e->inbox_.empty();
-                               },
-                               this),
-                           absl::Milliseconds(100));
-      continue;
-    }
-    const StepPlan plan = scheduler_->Schedule();
-    if (plan.empty()) {
-      // Every request fits the cache alone, so this only happens while a cancelled request
-      // still holds blocks; the next ReapCancelled frees them.
-      LOG_EVERY_N(WARNING, 1000) << "nothing schedulable with " << requests_.size()
-                                 << " requests in flight";
-      absl::SleepFor(absl::Milliseconds(1));
-      continue;
-    }
-    if (!plan.preempted.empty()) {
-      LOG(INFO) << "preempted " << plan.preempted.size()
-                << " sequences (KV cache full); they will be recomputed";
-    }
-    Publish();  // the admitted requests count as running while their step runs
-    RunStep(plan);
-    Publish();
   }
   FailAll(absl::UnavailableError("the server is shutting down"));
   SetReady(false);
+  Publish();
+}
+
+void BatchEngine::Turn() {
+  if (!world_up_ && !RecoverWorld()) {
+    ReapCancelled();
+    // A restarted worker is usually back within a fraction of a second: retry soon, then
+    // less often, up to restart_backoff.
+    backoff_ = std::min(std::max(2 * backoff_, kFirstRestartBackoff), options_.restart_backoff);
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), backoff_);
+    return;
+  }
+  backoff_ = absl::ZeroDuration();
+  TakeInbox();
+  ReapCancelled();
+  if (requests_.empty()) {
+    if (absl::Status health = executor_->health(); !health.ok()) {  // e.g. a hung worker
+      LOG(ERROR) << "the world went down between steps: " << health;
+      WorldDown(health);
+      return;
+    }
+    Publish();
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](BatchEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
+                               return e->stopping_ || !e->inbox_.empty();
+                             },
+                             this),
+                         absl::Milliseconds(100));
+    return;
+  }
+  const StepPlan plan = scheduler_->Schedule();
+  if (plan.empty()) {
+    // Every request fits the cache alone, so this only happens while a cancelled request
+    // still holds blocks; the next ReapCancelled frees them.
+    LOG_EVERY_N(WARNING, 1000) << "nothing schedulable with " << requests_.size()
+                               << " requests in flight";
+    absl::SleepFor(absl::Milliseconds(1));
+    return;
+  }
+  if (!plan.preempted.empty()) {
+    LOG(INFO) << "preempted " << plan.preempted.size()
+              << " sequences (KV cache full); they will be recomputed";
+  }
+  Publish();  // the admitted requests count as running while their step runs
+  RunStep(plan);
   Publish();
 }
 

@@ -108,6 +108,8 @@ class BatchEngine {
   struct Request;
 
   void Loop();
+  // One turn of the loop: recover the world, or take new requests and run one step.
+  void Turn();
   // Restarts the world; fails requests that waited past recovery_timeout. False on failure.
   bool RecoverWorld();
   // The world is down (`why`): not ready, its blamed rank's metric 0, until RecoverWorld.

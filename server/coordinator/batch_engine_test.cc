@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -358,6 +359,10 @@ class ScriptedWorld final : public StepExecutor {
   absl::StatusOr<StepOutcome> RunStep(const tpserve::v1::Step& step) override {
     absl::MutexLock lock(&mu_);
     if (!up_) return absl::UnavailableError("the world is down");
+    if (throw_steps_ > 0) {
+      --throw_steps_;
+      throw std::length_error("injected: a bug that throws mid-step");
+    }
     if (fail_steps_ > 0) {
       --fail_steps_;
       up_ = false;
@@ -387,6 +392,10 @@ class ScriptedWorld final : public StepExecutor {
   void FailNextSteps(int n) {
     absl::MutexLock lock(&mu_);
     fail_steps_ = n;
+  }
+  void ThrowInNextSteps(int n) {
+    absl::MutexLock lock(&mu_);
+    throw_steps_ = n;
   }
   // The next `n` steps that follow a successful one fail (the world going down each time).
   void FailEveryOtherStep(int n) {
@@ -418,6 +427,7 @@ class ScriptedWorld final : public StepExecutor {
   bool up_ ABSL_GUARDED_BY(mu_) = false;
   int starts_ ABSL_GUARDED_BY(mu_) = 0;
   int fail_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int throw_steps_ ABSL_GUARDED_BY(mu_) = 0;
   int fail_after_success_ ABSL_GUARDED_BY(mu_) = 0;
   bool last_failed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status start_error_ ABSL_GUARDED_BY(mu_);
@@ -487,6 +497,25 @@ TEST_F(BatchEngineFakeWorldTest, AFailedStepIsRecomputedOnANewWorld) {
   ASSERT_TRUE(engine_->Submit(Spec(3, 6), recovered).ok());
   ASSERT_TRUE(recovered->Wait().ok());
   EXPECT_EQ(recovered->ids(), alone->ids());
+  EXPECT_EQ(world_->starts(), 2);
+  EXPECT_TRUE(engine_->fatal().ok());
+}
+
+// A step that throws (a bug) fails the requests in flight with Internal, the world is
+// rebuilt, and the engine serves on (issue 37: nothing a thread throws ends the process).
+TEST_F(BatchEngineFakeWorldTest, AStepThatThrowsFailsItsRequestsAndTheEngineServesOn) {
+  ASSERT_TRUE(StartEngine({}).ok());
+  world_->ThrowInNextSteps(1);
+  auto thrown = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine_->Submit(Spec(3, 6), thrown).ok());
+  const absl::Status closed = thrown->Wait();
+  EXPECT_EQ(closed.code(), absl::StatusCode::kInternal) << closed;
+  EXPECT_THAT(std::string(closed.message()),
+              ::testing::HasSubstr("the batch loop: ended on an exception: injected"));
+  auto after = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine_->Submit(Spec(3, 6), after).ok());
+  EXPECT_TRUE(after->Wait().ok());
+  EXPECT_EQ(after->ids().size(), 6u);
   EXPECT_EQ(world_->starts(), 2);
   EXPECT_TRUE(engine_->fatal().ok());
 }

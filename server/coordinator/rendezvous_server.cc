@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/common/catch_all.h"
 #include "server/protocol/store_codec.h"
 
 namespace tpserve::coordinator {
@@ -81,7 +82,10 @@ void RendezvousServer::Serve(const StoreRequest& request, Reply reply) {
       auto answer = std::make_shared<Reply>(std::move(reply));  // kept if no thread is had
       try {
         blocker.thread = std::thread([this, &blocker, id, op = *std::move(op), answer] {
-          (*answer)(protocol::EncodeStoreReply(id, Blocking(op)));
+          absl::StatusOr<std::string> outcome = absl::InternalError("StoreRequest: not run");
+          const absl::Status ran = CatchAll("StoreRequest", [&] { outcome = Blocking(op); });
+          if (!ran.ok()) outcome = ran;
+          (*answer)(protocol::EncodeStoreReply(id, outcome));
           absl::MutexLock lock(&mu_);
           --blocking_;
           blocker.done = true;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
+#include "server/common/catch_all.h"
 #include "server/protocol/session_codec.h"
 #include "server/protocol/step_codec.h"
 
@@ -323,6 +324,17 @@ absl::Status WorkerPool::AdoptReadiesLocked() {
 }
 
 void WorkerPool::ReadLoop(Session* s) {
+  // A worker's message that throws in its handling marks that worker down, as a broken
+  // stream would: the world is rebuilt, the process lives.
+  const absl::Status read =
+      CatchAll(absl::StrCat("rank ", s->rank, "'s stream"), [this, s] { ReadMessages(s); });
+  absl::MutexLock lock(&mu_);
+  MarkDownLocked(s->rank, read.ok() ? absl::StatusCode::kUnavailable : read.code(),
+                 read.ok() ? "the Session stream broke" : std::string(read.message()));
+  --readers_alive_;
+}
+
+void WorkerPool::ReadMessages(Session* s) {
   WorkerMessage message;
   while (s->stream->Read(&message)) {
     {
@@ -364,9 +376,6 @@ void WorkerPool::ReadLoop(Session* s) {
         break;
     }
   }
-  absl::MutexLock lock(&mu_);
-  MarkDownLocked(s->rank, absl::StatusCode::kUnavailable, "the Session stream broke");
-  --readers_alive_;
 }
 
 void WorkerPool::ServeStoreRequest(Session* s, const StoreRequest& request) {

@@ -128,6 +128,8 @@ class WorkerPool final : public StepExecutor {
   // on the step link. The world is then up; the first bad Ready marks it down instead.
   absl::Status AdoptReadiesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReadLoop(Session* s);
+  // ReadLoop's work: handles the worker's messages until its stream ends.
+  void ReadMessages(Session* s);
   // Wait, bounded by `deadline` (`budget` after the fan-out), for every rank's result of
   // `step_id`: on the streams, or on the link's bell (rung by link results and by the readers).
   absl::Status AwaitResultsOnStreams(uint64_t step_id, absl::Time deadline, absl::Duration budget)

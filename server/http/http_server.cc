@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "server/common/catch_all.h"
 #include "server/http/request_reader.h"
 
 namespace tpserve::http {
@@ -287,7 +288,7 @@ class Session final : public HttpReply {
   const HttpServerOptions& options_;
   const HttpHandlers& handlers_;
   RequestReader reader_;
-  char chunk_[16384];  // what one read takes from the connection
+  char chunk_[16384];       // what one read takes from the connection
   bool responded_ = false;  // this request has had its answer (or its head)
   bool failed_ = false;     // a write failed: the connection is done
   bool closing_ = false;    // the connection closes after this answer
@@ -434,23 +435,23 @@ void HttpServer::AcceptLoop() {
 
 void HttpServer::Serve(Connection* c, int fd, bool busy) {
   asio::io_context io;
-  beast::tcp_stream tcp_stream(tcp::socket(io, impl_->protocol(), fd));
+  beast::tcp_stream tcp_stream(io);
+  beast::error_code assigned;
+  tcp_stream.socket().assign(impl_->protocol(), fd, assigned);
+  if (assigned) LOG(WARNING) << "HTTP port: a connection's socket: " << assigned.message();
   // Whatever one connection's bytes or handler throw ends that connection, not the server.
-  try {
-    if (!options_.tls.enabled()) {
-      Session<beast::tcp_stream> session(io, tcp_stream, fd, options_, handlers_);
-      busy ? session.RefuseBusy() : session.Run();
-    } else if (absl::StatusOr<std::shared_ptr<ssl::context>> context = impl_->TlsContext();
-               context.ok()) {
-      ssl::stream<beast::tcp_stream&> tls_stream(tcp_stream, **context);
-      Session<ssl::stream<beast::tcp_stream&>> session(io, tls_stream, fd, options_, handlers_);
-      if (session.Handshake()) busy ? session.RefuseBusy() : session.Run();
-    }
-  } catch (const std::exception& e) {
-    LOG(ERROR) << "HTTP port: a connection ended on an exception: " << e.what();
-  } catch (...) {
-    LOG(ERROR) << "HTTP port: a connection ended on an exception of unknown type";
-  }
+  if (!assigned)
+    (void)CatchAll("HTTP port: a connection", [&] {
+      if (!options_.tls.enabled()) {
+        Session<beast::tcp_stream> session(io, tcp_stream, fd, options_, handlers_);
+        busy ? session.RefuseBusy() : session.Run();
+      } else if (absl::StatusOr<std::shared_ptr<ssl::context>> context = impl_->TlsContext();
+                 context.ok()) {
+        ssl::stream<beast::tcp_stream&> tls_stream(tcp_stream, **context);
+        Session<ssl::stream<beast::tcp_stream&>> session(io, tls_stream, fd, options_, handlers_);
+        if (session.Handshake()) busy ? session.RefuseBusy() : session.Run();
+      }
+    });
   {
     absl::MutexLock lock(&mu_);
     c->fd = -1;  // Shutdown no longer touches it: the number may be reused once closed
@@ -458,6 +459,7 @@ void HttpServer::Serve(Connection* c, int fd, bool busy) {
   beast::error_code ignored;
   tcp_stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
   tcp_stream.socket().close(ignored);
+  if (assigned) ::close(fd);
   c->done.store(true, std::memory_order_release);
 }
 

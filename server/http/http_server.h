@@ -72,9 +72,9 @@ struct HttpServerOptions {
   ServerTlsOptions tls;
   int max_connections = 64;
   uint64_t max_body_bytes = 4 << 20;
-  uint32_t max_header_bytes = 16 << 10;  // the head; and the trailers, apart
-  uint32_t max_fields = 100;             // in the head; and in the trailers
-  uint32_t max_chunk_extension_bytes = 4 << 10;  // all of one request's chunks together
+  uint32_t max_header_bytes = 16 << 10;                // the head; and the trailers, apart
+  uint32_t max_fields = 100;                           // in the head; and in the trailers
+  uint32_t max_chunk_extension_bytes = 4 << 10;        // all of one request's chunks together
   absl::Duration request_timeout = absl::Seconds(10);  // head + body, from the first wait
   absl::Duration write_timeout = absl::Seconds(30);    // each write
 };

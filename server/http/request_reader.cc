@@ -99,8 +99,7 @@ class RequestReader::Parser final : public bhttp::basic_parser<true> {
     }
   }
 
-  size_t on_chunk_body_impl(std::uint64_t, beast::string_view body,
-                            beast::error_code&) override {
+  size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, beast::error_code&) override {
     r_.request_.body.append(body.data(), body.size());
     return body.size();
   }
@@ -161,8 +160,8 @@ RequestReader::Progress RequestReader::Parse() {
     if (refused_) break;  // a bound the parser counts
     if (ec == bhttp::error::need_more) return Overlong() ? Progress::kRefused : Progress::kMore;
     if (ec == bhttp::error::header_limit) {
-      return Refuse(431,
-                    absl::StrCat("headers: exceed the limit of ", limits_.max_header_bytes, " bytes"));
+      return Refuse(
+          431, absl::StrCat("headers: exceed the limit of ", limits_.max_header_bytes, " bytes"));
     }
     if (ec == bhttp::error::body_limit) {
       return Refuse(413,
@@ -198,8 +197,8 @@ bool RequestReader::Overlong() {
   if (chunks_ > 0 && pending_.size() >= 2 && pending_.compare(0, 2, "\r\n") == 0) line_start = 2;
   const size_t line_end = pending_.find("\r\n", line_start);
   const uint64_t extension_room =
-      limits_.max_chunk_extension_bytes - std::min<uint64_t>(extension_bytes_,
-                                                             limits_.max_chunk_extension_bytes);
+      limits_.max_chunk_extension_bytes -
+      std::min<uint64_t>(extension_bytes_, limits_.max_chunk_extension_bytes);
   if (line_end == std::string::npos) {
     if (pending_.size() - line_start <= extension_room + kChunkLineSlack) return false;
     Refuse(400, absl::StrCat("chunk extensions: exceed the limit of ",
@@ -208,8 +207,7 @@ bool RequestReader::Overlong() {
   }
   // A whole line Beast did not take is the last chunk's ("0"): the trailers follow it.
   if (pending_.size() - (line_end + 2) <= limits_.max_header_bytes) return false;
-  Refuse(431,
-         absl::StrCat("trailers: exceed the limit of ", limits_.max_header_bytes, " bytes"));
+  Refuse(431, absl::StrCat("trailers: exceed the limit of ", limits_.max_header_bytes, " bytes"));
   return true;
 }
 

@@ -30,8 +30,8 @@ Outcome ReadAll(const std::string& bytes, size_t piece, RequestLimits limits = {
     out.most_buffered = std::max(out.most_buffered, reader.buffered());
     if (p == Progress::kHead) continue;
     if (p == Progress::kDone) {
-      out.requests.push_back(absl::StrCat(reader.request().method, " ", reader.request().path,
-                                          " ", reader.request().body));
+      out.requests.push_back(absl::StrCat(reader.request().method, " ", reader.request().path, " ",
+                                          reader.request().body));
       reader.Next();
       continue;
     }
@@ -50,15 +50,14 @@ const char kChunkedHead[] = "POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: c
 
 // The issue's request: a trailer field of 70,000 bytes made Beast throw out of the server.
 std::string HugeTrailer() {
-  return absl::StrCat(kChunkedHead, "3\r\nabc\r\n0\r\nX-T: ", std::string(70000, 'a'),
-                      "\r\n\r\n");
+  return absl::StrCat(kChunkedHead, "3\r\nabc\r\n0\r\nX-T: ", std::string(70000, 'a'), "\r\n\r\n");
 }
 
 TEST(RequestReaderTest, ReadsWholeChunkedAndPipelinedRequestsAtAnyPace) {
-  const std::string bytes = absl::StrCat(
-      "POST /a?q=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello", kChunkedHead,
-      "3;name=value\r\nabc\r\n2\r\nde\r\n0\r\nX-Checksum: 1\r\n\r\n",
-      "GET /b HTTP/1.1\r\nHost: h\r\n\r\n");
+  const std::string bytes =
+      absl::StrCat("POST /a?q=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello",
+                   kChunkedHead, "3;name=value\r\nabc\r\n2\r\nde\r\n0\r\nX-Checksum: 1\r\n\r\n",
+                   "GET /b HTTP/1.1\r\nHost: h\r\n\r\n");
   for (size_t piece : {1, 2, 7, 64, 100000}) {
     EXPECT_THAT(ReadAll(bytes, piece).requests,
                 ::testing::ElementsAre("POST /a hello", "POST /c abcde", "GET /b "))
@@ -80,8 +79,8 @@ TEST(RequestReaderTest, TellsTheHeadBeforeParsingTheBody) {
 TEST(RequestReaderTest, RefusesAHugeTrailerFieldWithoutThrowingOrBufferingIt) {
   for (size_t piece : {1000, 100000}) {
     const Outcome out = ReadAll(HugeTrailer(), piece);
-    EXPECT_THAT(out.requests, ::testing::ElementsAre(
-                                  "refused 431: trailers: exceed the limit of 16384 bytes"));
+    EXPECT_THAT(out.requests,
+                ::testing::ElementsAre("refused 431: trailers: exceed the limit of 16384 bytes"));
     EXPECT_LE(out.most_buffered, 16384u + 64 + piece);
   }
 }
@@ -160,18 +159,18 @@ TEST(RequestReaderTest, RefusesChunkSizesPastSixtyFourBits) {
 }
 
 TEST(RequestReaderTest, KeepsTheHeadAndBodyLimits) {
-  EXPECT_THAT(ReadAll(absl::StrCat("GET / HTTP/1.1\r\nX: ", std::string(20000, 'a'), "\r\n\r\n"),
-                      4096)
-                  .requests,
-              ::testing::ElementsAre("refused 431: headers: exceed the limit of 16384 bytes"));
+  EXPECT_THAT(
+      ReadAll(absl::StrCat("GET / HTTP/1.1\r\nX: ", std::string(20000, 'a'), "\r\n\r\n"), 4096)
+          .requests,
+      ::testing::ElementsAre("refused 431: headers: exceed the limit of 16384 bytes"));
   RequestLimits small;
   small.max_body_bytes = 10;
   EXPECT_THAT(ReadAll("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", 4096, small).requests,
               ::testing::ElementsAre("refused 413: body: exceeds the limit of 10 bytes"));
-  EXPECT_THAT(ReadAll(absl::StrCat(kChunkedHead, "6\r\nabcdef\r\n6\r\nabcdef\r\n0\r\n\r\n"), 4096,
-                      small)
-                  .requests,
-              ::testing::ElementsAre("refused 413: body: exceeds the limit of 10 bytes"));
+  EXPECT_THAT(
+      ReadAll(absl::StrCat(kChunkedHead, "6\r\nabcdef\r\n6\r\nabcdef\r\n0\r\n\r\n"), 4096, small)
+          .requests,
+      ::testing::ElementsAre("refused 413: body: exceeds the limit of 10 bytes"));
   EXPECT_THAT(ReadAll("nonsense\r\n\r\n", 4096).requests,
               ::testing::ElementsAre(HasSubstr("refused 400: request: malformed HTTP")));
 }

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 #include "server/comm/host_layout.h"
+#include "server/common/catch_all.h"
 #include "server/common/grpc_status.h"
 #include "server/common/status_macros.h"
 #include "server/model/plan/shard_plan.h"
@@ -110,7 +111,16 @@ grpc::Status WorkerSession::Run() {
             << init_.world_generation << " coordinator epoch " << init_.coordinator_epoch
             << " model " << init_.model_path;
   OpenStepLink();
-  std::thread executor([this] { Execute(); });
+  std::thread executor([this] {
+    // A step (from the coordinator) whose handling throws fails this session, as a refused
+    // one does: the coordinator rebuilds the world, the worker process lives.
+    const absl::Status ran =
+        CatchAll(absl::StrCat("rank ", init_.rank, ": the session"), [this] { Execute(); });
+    if (!ran.ok()) {
+      Fail(std::string(ran.message()));
+      ReleaseWorld();
+    }
+  });
   ReadUntilEnd();
   Close();
   if (heartbeat_.has_value()) heartbeat_->Stop();
