@@ -1,0 +1,79 @@
+#include "server/grammar/token_mask.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace tpserve::grammar {
+
+TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, const std::vector<bool>& never,
+                     int32_t eos_id)
+    : vocab_size_(static_cast<int32_t>(token_bytes.size())), eos_id_(eos_id) {
+  // Sorting the byte strings lays the trie out in preorder: each string's node follows its
+  // longest common prefix with the one before.
+  std::vector<int32_t> order;
+  for (int32_t id = 0; id < vocab_size_; ++id) {
+    const bool excluded = (static_cast<size_t>(id) < never.size() && never[id]) ||
+                          token_bytes[id].empty() || id == eos_id;
+    if (!excluded) order.push_back(id);
+  }
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return token_bytes[a] < token_bytes[b]; });
+  byte_.push_back(0);
+  depth_.push_back(0);
+  tokens_begin_.push_back(0);
+  std::vector<int32_t> path = {0};  // the nodes of the previous string, root first
+  std::string previous;
+  for (int32_t id : order) {
+    const std::string& s = token_bytes[id];
+    size_t common = 0;
+    while (common < s.size() && common < previous.size() && s[common] == previous[common]) {
+      ++common;
+    }
+    path.resize(common + 1);
+    for (size_t i = common; i < s.size(); ++i) {
+      path.push_back(static_cast<int32_t>(byte_.size()));
+      byte_.push_back(static_cast<uint8_t>(s[i]));
+      depth_.push_back(static_cast<uint16_t>(std::min<size_t>(i + 1, UINT16_MAX)));
+      tokens_begin_.push_back(static_cast<int32_t>(tokens_.size()));
+    }
+    tokens_.push_back(id);  // on the last node pushed (or reached, for a duplicate)
+    previous = s;
+  }
+  tokens_begin_.push_back(static_cast<int32_t>(tokens_.size()));
+  // Subtree ends: a node's subtree runs to the next node no deeper than it.
+  const int32_t n = static_cast<int32_t>(byte_.size());
+  subtree_end_.assign(n, n);
+  std::vector<int32_t> open;
+  for (int32_t i = 0; i < n; ++i) {
+    while (!open.empty() && depth_[open.back()] >= depth_[i]) {
+      subtree_end_[open.back()] = i;
+      open.pop_back();
+    }
+    open.push_back(i);
+  }
+}
+
+void TokenTrie::Mask(const Matcher& matcher, TokenBitmask* mask) const {
+  mask->assign((static_cast<size_t>(vocab_size_) + 63) / 64, 0);
+  auto allow = [mask](int32_t id) { (*mask)[id >> 6] |= uint64_t{1} << (id & 63); };
+  if (eos_id_ >= 0 && eos_id_ < vocab_size_ && matcher.CanEnd()) allow(eos_id_);
+  if (matcher.Done()) return;
+  // states[d]: the stacks after the first d bytes of the current node's string.
+  std::vector<std::vector<Stack>> states(2);
+  states[0] = matcher.stacks();
+  const int32_t n = static_cast<int32_t>(byte_.size());
+  int32_t i = 1;
+  while (i < n) {
+    const size_t d = depth_[i];
+    if (states.size() <= d) states.resize(d + 1);
+    bool can_end = false;
+    if (!matcher.Step(states[d - 1], byte_[i], &states[d], &can_end)) {
+      i = subtree_end_[i];  // no token with this prefix is allowed
+      continue;
+    }
+    for (int32_t t = tokens_begin_[i]; t < tokens_begin_[i + 1]; ++t) allow(tokens_[t]);
+    i = states[d].empty() ? subtree_end_[i] : i + 1;  // ended: nothing may follow
+  }
+}
+
+}  // namespace tpserve::grammar
