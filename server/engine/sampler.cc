@@ -216,13 +216,29 @@ std::vector<TokenLogprob> TopLogprobs(absl::Span<const float> logits,
   return top;
 }
 
+void ApplyMask(absl::Span<float> logits, absl::Span<const uint8_t> allowed) {
+  const size_t n = std::min(logits.size(), allowed.size() * 8);
+  for (size_t id = 0; id < n; ++id) {
+    if (((allowed[id / 8] >> (id % 8)) & 1) == 0) {
+      logits[id] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  for (size_t id = n; id < logits.size(); ++id) {
+    logits[id] = -std::numeric_limits<float>::infinity();
+  }
+}
+
 SampleResult Sampler::Sample(absl::Span<const float> logits, const SamplingParams& p,
-                             const TokenHistory& history, uint64_t index) {
-  // The logits are copied only when a penalty changes them.
+                             const TokenHistory& history, uint64_t index,
+                             absl::Span<const uint8_t> allowed) {
+  // The logits are copied only when a mask or a penalty changes them.
   absl::Span<const float> penalised = logits;
-  if (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+  const bool penalties =
+      p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
+  if (penalties || !allowed.empty()) {
     scratch_logits_.assign(logits.begin(), logits.end());
-    ApplyPenalties(absl::MakeSpan(scratch_logits_), p, history);
+    if (!allowed.empty()) ApplyMask(absl::MakeSpan(scratch_logits_), allowed);
+    if (penalties) ApplyPenalties(absl::MakeSpan(scratch_logits_), p, history);
     penalised = scratch_logits_;
   }
   // The normaliser, a pass of exponentials over the vocabulary, only for log-probabilities.
@@ -235,6 +251,8 @@ SampleResult Sampler::Sample(absl::Span<const float> logits, const SamplingParam
   if (want_logprobs) {
     result.logprob = tempered.Logprob(penalised, result.token_id);
     result.top = TopLogprobs(penalised, tempered, p.logprobs, &candidates_);
+    // Masked tokens are not alternatives (and -infinity has no JSON form).
+    while (!result.top.empty() && std::isinf(result.top.back().logprob)) result.top.pop_back();
   }
   return result;
 }

@@ -81,9 +81,12 @@ struct TemperedLogits {
 class Sampler {
  public:
   // Samples from `logits` ([vocab]); `index` is the position of the token among the
-  // request's generated tokens (the generator's counter).
+  // request's generated tokens (the generator's counter). A non-empty `allowed` (a bitmask
+  // over the vocabulary, bit id % 8 of byte id / 8, at least one bit set) masks every other
+  // token out first: no step below sees them, log-probabilities included.
   SampleResult Sample(absl::Span<const float> logits, const SamplingParams& params,
-                      const TokenHistory& history, uint64_t index);
+                      const TokenHistory& history, uint64_t index,
+                      absl::Span<const uint8_t> allowed = {});
 
  private:
   // Top-k, top-p, min-p, typical, then the draw, over the penalised logits (temperature > 0).
@@ -95,6 +98,9 @@ class Sampler {
   std::vector<int32_t> candidates_;
   std::vector<double> weights_;
 };
+
+// 0. The mask: every token whose bit in `allowed` is clear gets logit -infinity. In place.
+void ApplyMask(absl::Span<float> logits, absl::Span<const uint8_t> allowed);
 
 // 1. Penalties: the repetition penalty over prompt and generated tokens (each distinct token
 // once: positive logits divided by it, negative ones multiplied), then the frequency and

@@ -521,6 +521,32 @@ TEST(SamplerStepsTest, TypicalKeepsTheTokensWhoseSurpriseIsNearestTheEntropy) {
   EXPECT_EQ(c[3], 13);
 }
 
+TEST(SamplerTest, AMaskComesBeforeEveryStepLogprobsIncluded) {
+  // kLogits has 1 best, then 4; allow only 0, 2 and 4 (bits 0, 2, 4 of byte 0).
+  const std::vector<uint8_t> allowed = {0b10101};
+  Sampler sampler;
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.logprobs = 5;
+  const SampleResult best = sampler.Sample(kLogits, greedy, {}, 0, allowed);
+  EXPECT_EQ(best.token_id, 4);
+  ASSERT_EQ(best.top.size(), 3u);  // the masked tokens are not alternatives
+  double mass = 0.0;
+  for (const TokenLogprob& t : best.top) {
+    EXPECT_TRUE(t.token_id == 0 || t.token_id == 2 || t.token_id == 4) << t.token_id;
+    mass += std::exp(t.logprob);
+  }
+  EXPECT_NEAR(mass, 1.0, 1e-5);  // a distribution over the allowed tokens alone
+  SamplingParams sampled;
+  sampled.temperature = 1.5f;
+  sampled.repetition_penalty = 1.3f;
+  const std::vector<int32_t> seen = {1, 4};
+  for (uint64_t i = 0; i < 2000; ++i) {
+    const int32_t id = sampler.Sample(kLogits, sampled, {seen, {}}, i, allowed).token_id;
+    ASSERT_TRUE(id == 0 || id == 2 || id == 4) << id;
+  }
+}
+
 TEST(SamplerStepsTest, DrawWalksTheCumulativeWeightsOfTheKeptPrefix) {
   const std::vector<double> weights = {1.0, 2.0, 1.0};  // cumulative 1, 3, 4
   EXPECT_EQ(Draw(weights, 3, 0.0), 0u);

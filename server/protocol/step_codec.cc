@@ -93,6 +93,9 @@ void AddStepSequence(const StepSequenceSpec& spec, const engine::SamplingParams&
   seq->set_sample_index(static_cast<uint32_t>(spec.sample_index));
   if (!spec.sample) return;
   SamplingToProto(params, seq->mutable_sampling());
+  if (!spec.allowed_tokens.empty()) {
+    seq->set_allowed_tokens(spec.allowed_tokens.data(), spec.allowed_tokens.size());
+  }
   if (PenaltiesOn(params)) {
     seq->mutable_penalty_token_ids()->Add(history.prompt.begin(), history.prompt.end());
     seq->mutable_penalty_token_ids()->Add(history.generated.begin(), history.generated.end());
@@ -136,6 +139,18 @@ absl::StatusOr<DecodedStep> DecodeStep(const tpserve::v1::Step& step, int32_t vo
       return SequenceError(s, absl::StrCat("sampling: logprobs ", sample.params.logprobs,
                                            " is above the limit of ", most));
     }
+    if (!in.allowed_tokens().empty()) {
+      const size_t want = (static_cast<size_t>(vocab_size) + 7) / 8;
+      const auto* bits = reinterpret_cast<const uint8_t*>(in.allowed_tokens().data());
+      if (in.allowed_tokens().size() != want) {
+        return SequenceError(s, absl::StrCat("allowed_tokens holds ", in.allowed_tokens().size(),
+                                             " bytes, want ", want, " (one bit per token)"));
+      }
+      if (std::all_of(bits, bits + want, [](uint8_t b) { return b == 0; })) {
+        return SequenceError(s, "allowed_tokens allows no token");
+      }
+      sample.allowed = absl::MakeConstSpan(bits, want);
+    }
     // penalty_token_ids is prompt + generated; its last sample_index are the generated ones.
     const absl::Span<const int32_t> history(in.penalty_token_ids().data(),
                                             in.penalty_token_ids().size());
@@ -171,7 +186,7 @@ absl::Status SampleDecodedStep(const DecodedStep& decoded, absl::Span<const floa
     const SampleSpec& spec = decoded.samples[row];
     AddSampledToken(spec.seq_id,
                     sampler->Sample(logits.subspan(row * vocab, vocab), spec.params, spec.history,
-                                    spec.sample_index),
+                                    spec.sample_index, spec.allowed),
                     result);
   }
   return absl::OkStatus();

@@ -41,6 +41,7 @@ struct StepSequenceSpec {
   absl::Span<const int32_t> block_table;  // KV blocks covering [0, start_pos + tokens)
   bool sample = false;                    // sample after this step
   uint64_t sample_index = 0;              // index of that token among the generated ones
+  absl::string_view allowed_tokens;       // a structured-output mask (StepSequence's), or ""
 };
 
 // Appends `spec` to `step`. When sampling, carries `params` and — only if a penalty is on —
@@ -55,6 +56,7 @@ struct SampleSpec {
   engine::SamplingParams params;
   engine::TokenHistory history;
   uint64_t sample_index = 0;
+  absl::Span<const uint8_t> allowed;  // the Step's allowed_tokens mask; empty: every token
 };
 
 struct DecodedStep {

@@ -127,6 +127,22 @@ TEST(StepCodecTest, RefusesHostileSteps) {
             std::string::npos);
 }
 
+TEST(StepCodecTest, AnAllowedTokensMaskTravelsAndIsChecked) {
+  tpserve::v1::Step step = TwoSequenceStep();
+  std::string mask(kVocab / 8, '\0');
+  mask[1] = 0x04;  // token 10 alone
+  step.mutable_sequences(1)->set_allowed_tokens(mask);
+  absl::StatusOr<DecodedStep> d = DecodeStep(step, kVocab);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->samples[0].allowed.size(), mask.size());
+  EXPECT_EQ(d->samples[0].allowed[1], 0x04);
+  step.mutable_sequences(1)->set_allowed_tokens(mask.substr(1));
+  EXPECT_EQ(Refusal(step),
+            "Step: sequences[1]: allowed_tokens holds 124 bytes, want 125 (one bit per token)");
+  step.mutable_sequences(1)->set_allowed_tokens(std::string(kVocab / 8, '\0'));
+  EXPECT_EQ(Refusal(step), "Step: sequences[1]: allowed_tokens allows no token");
+}
+
 TEST(StepCodecTest, ALogprobsLimitNeverExceedsTheVocabulary) {
   tpserve::v1::Step step = TwoSequenceStep();
   step.mutable_sequences(1)->mutable_sampling()->set_logprobs(20);
