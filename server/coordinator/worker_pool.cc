@@ -330,7 +330,7 @@ void WorkerPool::ReadLoop(Session* s) {
       CatchAll(absl::StrCat("rank ", s->rank, "'s stream"), [this, s] { ReadMessages(s); });
   absl::MutexLock lock(&mu_);
   MarkDownLocked(s->rank, read.ok() ? absl::StatusCode::kUnavailable : read.code(),
-                 read.ok() ? "the Session stream broke" : std::string(read.message()));
+                 read.ok() ? "the Session stream broke" : absl::StrCat(read.message()));
   --readers_alive_;
 }
 

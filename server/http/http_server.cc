@@ -440,7 +440,7 @@ void HttpServer::Serve(Connection* c, int fd, bool busy) {
   tcp_stream.socket().assign(impl_->protocol(), fd, assigned);
   if (assigned) LOG(WARNING) << "HTTP port: a connection's socket: " << assigned.message();
   // Whatever one connection's bytes or handler throw ends that connection, not the server.
-  if (!assigned)
+  if (!assigned) {
     (void)CatchAll("HTTP port: a connection", [&] {
       if (!options_.tls.enabled()) {
         Session<beast::tcp_stream> session(io, tcp_stream, fd, options_, handlers_);
@@ -452,6 +452,7 @@ void HttpServer::Serve(Connection* c, int fd, bool busy) {
         if (session.Handshake()) busy ? session.RefuseBusy() : session.Run();
       }
     });
+  }
   {
     absl::MutexLock lock(&mu_);
     c->fd = -1;  // Shutdown no longer touches it: the number may be reused once closed

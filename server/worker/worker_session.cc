@@ -117,7 +117,7 @@ grpc::Status WorkerSession::Run() {
     const absl::Status ran =
         CatchAll(absl::StrCat("rank ", init_.rank, ": the session"), [this] { Execute(); });
     if (!ran.ok()) {
-      Fail(std::string(ran.message()));
+      Fail(absl::StrCat(ran.message()));
       ReleaseWorld();
     }
   });
