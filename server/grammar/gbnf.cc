@@ -72,7 +72,7 @@ void SplitUtf8(uint32_t lo, uint32_t hi, std::vector<std::vector<Range>>* out) {
   AppendUtf8(hi, &b);
   std::vector<Range> seq;
   for (size_t i = 0; i < a.size(); ++i) {
-    seq.push_back({static_cast<uint8_t>(a[i]), static_cast<uint8_t>(b[i])});
+    seq.emplace_back(static_cast<uint8_t>(a[i]), static_cast<uint8_t>(b[i]));
   }
   out->push_back(std::move(seq));
 }
@@ -92,10 +92,10 @@ std::vector<Range> Normalize(std::vector<Range> ranges, bool negate) {
     std::vector<Range> complement;
     uint32_t next = 0;
     for (const Range& r : merged) {
-      if (r.first > next) complement.push_back({next, r.first - 1});
+      if (r.first > next) complement.emplace_back(next, r.first - 1);
       next = r.second + 1;
     }
-    if (next <= kMaxCodePoint) complement.push_back({next, kMaxCodePoint});
+    if (next <= kMaxCodePoint) complement.emplace_back(next, kMaxCodePoint);
     merged = std::move(complement);
   }
   std::vector<Range> out;
@@ -104,8 +104,8 @@ std::vector<Range> Normalize(std::vector<Range> ranges, bool negate) {
       out.push_back(r);
       continue;
     }
-    if (r.first < 0xD800) out.push_back({r.first, 0xD7FF});
-    if (r.second > 0xDFFF) out.push_back({0xE000, r.second});
+    if (r.first < 0xD800) out.emplace_back(r.first, 0xD7FF);
+    if (r.second > 0xDFFF) out.emplace_back(0xE000, r.second);
   }
   return out;
 }
@@ -148,7 +148,7 @@ class Compiler {
             absl::StrCat("grammar: rule '", names_[id], "' is used but not defined"));
       }
     }
-    auto root = ids_.find(std::string(root_rule));
+    auto root = ids_.find(absl::StrCat(root_rule));
     if (root == ids_.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat("grammar: no rule '", root_rule, "' to start from"));
@@ -170,12 +170,12 @@ class Compiler {
   void SkipSpace(bool newlines) {
     while (pos_ < text_.size()) {
       const char c = text_[pos_];
-      if (c == ' ' || c == '\t' || c == '\r') {
+      const bool space = c == ' ' || c == '\t' || c == '\r' ||
+                         (c == '\n' && (newlines || !NextLineStartsARule(pos_ + 1)));
+      if (space) {
         ++pos_;
       } else if (c == '#') {
         while (pos_ < text_.size() && text_[pos_] != '\n') ++pos_;
-      } else if (c == '\n' && (newlines || !NextLineStartsARule(pos_ + 1))) {
-        ++pos_;
       } else {
         return;
       }
@@ -199,7 +199,7 @@ class Compiler {
     const size_t start = pos_;
     while (pos_ < text_.size() && IsNameChar(text_[pos_])) ++pos_;
     if (pos_ == start) Fail("expected a rule name");
-    return std::string(text_.substr(start, pos_ - start));
+    return absl::StrCat(text_.substr(start, pos_ - start));
   }
 
   int32_t RuleId(const std::string& name) {
@@ -398,7 +398,7 @@ class Compiler {
         hi = CodePoint();
         if (hi < lo) Fail("a class range that runs backwards");
       }
-      ranges.push_back({lo, hi});
+      ranges.emplace_back(lo, hi);
     }
     if (ok() && pos_ >= text_.size()) Fail("an unterminated class");
     ++pos_;
@@ -535,7 +535,7 @@ class Compiler {
         }
         if (color[s] == 0) {
           color[s] = 1;
-          path.push_back({s, 0});
+          path.emplace_back(s, 0);
         }
       }
     }
@@ -575,6 +575,38 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileGbnf(absl::string_view tex
                                                            const GrammarLimits& limits,
                                                            absl::string_view root_rule) {
   return Compiler(text, limits).Compile(root_rule);
+}
+
+std::string PrefixRuleNames(absl::string_view text, absl::string_view prefix) {
+  std::string out;
+  size_t i = 0;
+  // Copies text[i] up to and including the `close` that ends a quoted or bracketed part.
+  const auto copy_through = [&](char close) {
+    out.push_back(text[i++]);
+    while (i < text.size() && text[i] != close) {
+      if (text[i] == '\\' && i + 1 < text.size()) out.push_back(text[i++]);
+      out.push_back(text[i++]);
+    }
+    if (i < text.size()) out.push_back(text[i++]);
+  };
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == '"') {
+      copy_through('"');
+    } else if (c == '[') {
+      copy_through(']');
+    } else if (c == '{') {
+      copy_through('}');  // a repetition count
+    } else if (c == '#') {
+      while (i < text.size() && text[i] != '\n') out.push_back(text[i++]);
+    } else if (IsNameChar(c)) {
+      out.append(prefix.data(), prefix.size());
+      while (i < text.size() && IsNameChar(text[i])) out.push_back(text[i++]);
+    } else {
+      out.push_back(text[i++]);
+    }
+  }
+  return out;
 }
 
 std::string GbnfLiteral(absl::string_view s) {

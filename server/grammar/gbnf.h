@@ -61,6 +61,10 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileGbnf(absl::string_view tex
                                                            const GrammarLimits& limits = {},
                                                            absl::string_view root_rule = "root");
 
+// GBNF `text` with every rule name (defined or referred to) prefixed by `prefix`: for putting
+// several front ends' grammars (each with its own `root`) into one.
+std::string PrefixRuleNames(absl::string_view text, absl::string_view prefix);
+
 // `s` as a GBNF literal, quotes included ("a\"b" for a"b): for front ends writing grammars.
 std::string GbnfLiteral(absl::string_view s);
 

@@ -113,6 +113,15 @@ TEST(GbnfTest, LiteralQuotingRoundTrips) {
   EXPECT_FALSE(MatchesWhole(g, "a\"b"));
 }
 
+TEST(GbnfTest, PrefixRuleNamesRenamesRulesNotLiteralsClassesOrCounts) {
+  const std::string text = "root ::= \"root\" [a-z] x{2,3} # root\nx ::= \"\\\"x\" | root-2\n";
+  EXPECT_EQ(PrefixRuleNames(text, "t0-"),
+            "t0-root ::= \"root\" [a-z] t0-x{2,3} # root\nt0-x ::= \"\\\"x\" | t0-root-2\n");
+  const auto g =
+      Compile("root ::= t0-root\n" + PrefixRuleNames("root ::= \"a\" x\nx ::= \"b\"{2}\n", "t0-"));
+  EXPECT_TRUE(MatchesWhole(g, "abb"));
+}
+
 TEST(MatcherTest, AcceptsByteByByteAndKnowsWhereItMayEnd) {
   const auto g = Compile(R"(root ::= "ab" | "abc" "d"?)");
   Matcher m(g);

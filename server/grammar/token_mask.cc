@@ -3,7 +3,15 @@
 #include <algorithm>
 #include <numeric>
 
+#include "absl/time/clock.h"
+
 namespace tpserve::grammar {
+namespace {
+
+// How many trie nodes the walk visits between looks at the clock.
+constexpr int32_t kNodesPerClockCheck = 4096;
+
+}  // namespace
 
 TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, const std::vector<bool>& never,
                      int32_t eos_id)
@@ -53,17 +61,22 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, const std::vec
   }
 }
 
-void TokenTrie::Mask(const Matcher& matcher, TokenBitmask* mask) const {
+bool TokenTrie::Mask(const Matcher& matcher, TokenBitmask* mask, absl::Time deadline) const {
   mask->assign((static_cast<size_t>(vocab_size_) + 63) / 64, 0);
   auto allow = [mask](int32_t id) { (*mask)[id >> 6] |= uint64_t{1} << (id & 63); };
   if (eos_id_ >= 0 && eos_id_ < vocab_size_ && matcher.CanEnd()) allow(eos_id_);
-  if (matcher.Done()) return;
+  if (matcher.Done()) return true;
   // states[d]: the stacks after the first d bytes of the current node's string.
   std::vector<std::vector<Stack>> states(2);
   states[0] = matcher.stacks();
   const int32_t n = static_cast<int32_t>(byte_.size());
   int32_t i = 1;
+  int32_t until_clock = kNodesPerClockCheck;
   while (i < n) {
+    if (--until_clock == 0) {
+      if (absl::Now() > deadline) return false;
+      until_clock = kNodesPerClockCheck;
+    }
     const size_t d = depth_[i];
     if (states.size() <= d) states.resize(d + 1);
     bool can_end = false;
@@ -74,6 +87,7 @@ void TokenTrie::Mask(const Matcher& matcher, TokenBitmask* mask) const {
     for (int32_t t = tokens_begin_[i]; t < tokens_begin_[i + 1]; ++t) allow(tokens_[t]);
     i = states[d].empty() ? subtree_end_[i] : i + 1;  // ended: nothing may follow
   }
+  return true;
 }
 
 }  // namespace tpserve::grammar

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "server/grammar/matcher.h"
 
 namespace tpserve::grammar {
@@ -35,8 +36,10 @@ class TokenTrie {
   int32_t eos_id() const { return eos_id_; }
   size_t nodes() const { return byte_.size(); }
 
-  // The mask for `matcher`'s state, into `mask` (resized).
-  void Mask(const Matcher& matcher, TokenBitmask* mask) const;
+  // The mask for `matcher`'s state, into `mask` (resized); false (the mask unfinished) when
+  // the walk runs past `deadline`.
+  bool Mask(const Matcher& matcher, TokenBitmask* mask,
+            absl::Time deadline = absl::InfiniteFuture()) const;
 
  private:
   int32_t vocab_size_ = 0;
