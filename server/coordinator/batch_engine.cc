@@ -12,6 +12,7 @@
 #include "server/coordinator/finish_rule.h"
 #include "server/coordinator/sequence.h"
 #include "server/coordinator/text_streamer.h"
+#include "server/grammar/token_constraint.h"
 #include "server/model/tokenizer/utf8.h"
 #include "server/protocol/step_codec.h"
 
@@ -30,6 +31,10 @@ struct BatchEngine::Request {
   absl::Time last_token = absl::InfinitePast();  // when the previous token was delivered
   int failed_steps = 0;                          // steps of it that took the world down
   bool sent = false;                             // a message has gone to its sink
+  // Its structured-output state (null for free text), and why its last mask failed (its
+  // token is then dropped and the request ended with that error).
+  std::unique_ptr<grammar::TokenConstraint> constraint;
+  absl::Status mask_failed;
 };
 
 namespace {
@@ -312,6 +317,19 @@ void BatchEngine::TakeInbox() {
 }
 
 bool BatchEngine::Resume(Request* request) {
+  if (request->spec.grammar != nullptr) {  // its resumed tokens were checked by the validator
+    request->constraint = std::make_unique<grammar::TokenConstraint>(
+        request->spec.grammar, EndTokenIds(tokenizer_.eos_id(), request->spec.ignore_eos,
+                                           request->spec.sampling.stop_token_ids));
+    for (int32_t id : request->spec.resumed) {
+      if (absl::Status taken = request->constraint->Accept(id, tokenizer_.TokenBytes(id));
+          !taken.ok()) {
+        Finish(request,
+               absl::InvalidArgumentError(absl::StrCat("resume.token_ids: ", taken.message())));
+        return false;
+      }
+    }
+  }
   // The client holds the text of these tokens up to what the streamer released: feeding them
   // again leaves the streamer holding back exactly what the client has not received.
   for (int32_t id : request->spec.resumed) {
@@ -346,18 +364,28 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
   step.set_step_id(next_step_id_++);
   std::vector<int32_t> tokens;
   int64_t samples = 0;
+  std::string mask;
+  // Every structured-output mask of the step together gets at most the budget.
+  const absl::Time mask_deadline = absl::Now() + options_.mask_budget;
   for (const PlannedSequence& e : plan.entries) {
-    const Request& request = *requests_.at(e.seq->id);
+    Request& request = *requests_.at(e.seq->id);
     tokens.clear();
     for (int64_t pos = e.start; pos < e.start + e.count; ++pos) {
       tokens.push_back(e.seq->token_at(pos));
+    }
+    mask.clear();
+    if (e.sample && request.constraint != nullptr) {
+      // A mask past the budget: the token is drawn unmasked, dropped, and the request failed.
+      request.mask_failed = request.constraint->Mask(mask_deadline, &mask);
+      if (!request.mask_failed.ok()) mask.clear();
     }
     protocol::AddStepSequence({.seq_id = e.seq->id,
                                .tokens = tokens,
                                .start_pos = e.start,
                                .block_table = e.seq->block_table,
                                .sample = e.sample,
-                               .sample_index = e.seq->generated.size()},
+                               .sample_index = e.seq->generated.size(),
+                               .allowed_tokens = mask},
                               request.spec.sampling, {e.seq->prompt, e.seq->generated}, &step);
     samples += e.sample ? 1 : 0;
   }
@@ -416,6 +444,20 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
 void BatchEngine::Deliver(Request* request, const engine::SampleResult& sampled) {
   Sequence& seq = request->seq;
   const RequestSpec& spec = request->spec;
+  if (request->constraint != nullptr) {
+    if (!request->mask_failed.ok()) {
+      Finish(request, request->mask_failed);
+      return;
+    }
+    // The worker was to keep to the mask: a token outside it is the worker's fault.
+    if (absl::Status taken =
+            request->constraint->Accept(sampled.token_id, tokenizer_.TokenBytes(sampled.token_id));
+        !taken.ok()) {
+      Finish(request, absl::InternalError(absl::StrCat(
+                          "rank 0 sampled outside the structured_output mask: ", taken.message())));
+      return;
+    }
+  }
   seq.generated.push_back(sampled.token_id);
   GenerateResponse message = NewMessage(request);
   message.add_token_ids(sampled.token_id);
@@ -443,8 +485,8 @@ void BatchEngine::Deliver(Request* request, const engine::SampleResult& sampled)
       return;
     }
     message.set_text(std::move(delta->text));
-    reason =
-        TextFinish(delta->stopped, static_cast<int64_t>(seq.generated.size()), spec.max_tokens);
+    reason = TextFinish(delta->stopped, static_cast<int64_t>(seq.generated.size()), spec.max_tokens,
+                        request->constraint != nullptr && request->constraint->Ended());
   }
   {
     absl::MutexLock lock(&mu_);

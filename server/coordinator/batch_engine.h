@@ -57,6 +57,10 @@ struct BatchEngineOptions {
   bool restart_world = true;
   // Reuse the KV blocks of cached prompt prefixes (BlockManager); `serve` turns it on.
   bool prefix_caching = false;
+  // The most one step's structured-output token masks may take together (those of repeated
+  // grammar states come from a cache); a request whose mask does not finish within it is
+  // failed (RESOURCE_EXHAUSTED), so a grammar never makes a step slower than this.
+  absl::Duration mask_budget = absl::Milliseconds(250);
 };
 
 // A snapshot for GetModelInfo (and, later, metrics).

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/common/proto_wire_tally.h"
 #include "server/common/status_macros.h"
 #include "server/coordinator/finish_rule.h"
+#include "server/grammar/token_constraint.h"
 
 namespace tpserve::coordinator {
 namespace {
@@ -164,6 +166,11 @@ absl::Status RequestValidator::ValidateResume(const tpserve::v1::GenerateRequest
         "reported on the stream's first message)");
   }
   RETURN_IF_ERROR(CheckIds(resume.token_ids(), "resume.token_ids"));
+  std::optional<grammar::TokenConstraint> constraint;
+  if (spec->grammar != nullptr) {
+    constraint.emplace(spec->grammar, EndTokenIds(tokenizer_.eos_id(), spec->ignore_eos,
+                                                  spec->sampling.stop_token_ids));
+  }
   for (int i = 0; i < resume.token_ids_size(); ++i) {
     const int32_t id = resume.token_ids(i);
     const tpserve::v1::FinishReason ended =
@@ -174,9 +181,62 @@ absl::Status RequestValidator::ValidateResume(const tpserve::v1::GenerateRequest
           ended == tpserve::v1::FINISH_REASON_EOS ? "the end-of-sequence token" : "a stop token id",
           "; the stream had ended there"));
     }
+    if (!constraint.has_value()) continue;
+    if (constraint->Ended()) {
+      return Invalid(absl::StrCat("resume.token_ids[", i,
+                                  "]: the structured_output grammar had ended before it"));
+    }
+    if (absl::Status taken = constraint->Accept(id, tokenizer_.TokenBytes(id)); !taken.ok()) {
+      return Invalid(
+          absl::StrCat("resume.token_ids[", i, "]: ", taken.message(), " (structured_output)"));
+    }
+  }
+  if (constraint.has_value() && constraint->Ended()) {
+    return Invalid(
+        "resume.token_ids: the structured_output grammar had ended; the stream had "
+        "ended there");
   }
   spec->resumed.assign(resume.token_ids().begin(), resume.token_ids().end());
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> RequestValidator::Grammar(
+    const tpserve::v1::StructuredOutput& output) const {
+  using Out = tpserve::v1::StructuredOutput;
+  grammar::GrammarKind kind;
+  std::string_view text;
+  switch (output.kind_case()) {
+    case Out::kJsonSchema:
+      kind = grammar::GrammarKind::kJsonSchema;
+      text = output.json_schema();
+      break;
+    case Out::kRegex:
+      kind = grammar::GrammarKind::kRegex;
+      text = output.regex();
+      break;
+    case Out::kGrammar:
+      kind = grammar::GrammarKind::kGbnf;
+      text = output.grammar();
+      break;
+    case Out::kJsonObject:
+      if (!output.json_object()) return Invalid("structured_output.json_object: must be true");
+      kind = grammar::GrammarKind::kJsonObject;
+      break;
+    default:
+      return Invalid("structured_output: set one of json_schema, regex, grammar, json_object");
+  }
+  absl::call_once(grammars_once_, [this] {
+    std::vector<std::string> bytes;
+    std::vector<bool> special;
+    for (int32_t id = 0; id < tokenizer_.vocab_size(); ++id) {
+      bytes.emplace_back(tokenizer_.TokenBytes(id));
+      // The end tokens (EOS, stop ids) are allowed by TokenConstraint, per request.
+      special.push_back(tokenizer_.IsSpecial(id) || id == tokenizer_.eos_id());
+    }
+    grammars_ = std::make_unique<grammar::GrammarCache>(
+        std::make_shared<const grammar::TokenTrie>(bytes, special, /*eos_id=*/-1));
+  });
+  return grammars_->Get(kind, absl::string_view(text.data(), text.size()));
 }
 
 absl::StatusOr<RequestSpec> RequestValidator::Validate(const tpserve::v1::GenerateRequest& r,
@@ -232,6 +292,9 @@ absl::StatusOr<RequestSpec> RequestValidator::Validate(const tpserve::v1::Genera
     spec.stop.push_back(r.stop(i));
   }
   spec.ignore_eos = r.ignore_eos();
+  if (r.has_structured_output()) {
+    ASSIGN_OR_RETURN(spec.grammar, Grammar(r.structured_output()));
+  }
   RETURN_IF_ERROR(ValidateResume(r, &spec));
 
   ASSIGN_OR_RETURN(spec.prompt, PromptIds(r.prompt(), r.messages(), r.prompt_token_ids(),

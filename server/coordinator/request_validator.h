@@ -6,15 +6,18 @@
 #define TPSERVE_SERVER_COORDINATOR_REQUEST_VALIDATOR_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/call_once.h"
 #include "absl/status/statusor.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/repeated_field.h"
 #include "server/engine/sampler.h"
+#include "server/grammar/compiled_grammar.h"
 #include "server/model/chat/chat_prompt.h"
 #include "server/model/tokenizer/tokenizer.h"
 #include "tpserve/v1/generate.pb.h"
@@ -70,6 +73,8 @@ struct RequestSpec {
   std::vector<std::string> stop;  // non-empty strings
   bool ignore_eos = false;
   std::string api = "grpc";  // the front end it came through ("grpc", "http"): a metrics label
+  // GenerateRequest.structured_output, compiled; null for free text.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
 // What a GenerateRequest with max_tokens 0 means: an error (the gRPC API), or as many tokens
@@ -115,12 +120,19 @@ class RequestValidator {
  private:
   absl::Status CheckIds(const google::protobuf::RepeatedField<int32_t>& ids,
                         const char* field) const;
-  // GenerateRequest.resume into `spec` (after its sampling, stop ids and max_tokens).
+  // GenerateRequest.resume into `spec` (after its sampling, stop ids, max_tokens and
+  // grammar: resumed tokens must keep to the grammar).
   absl::Status ValidateResume(const tpserve::v1::GenerateRequest& r, RequestSpec* spec) const;
+  // GenerateRequest.structured_output, compiled (through the grammar cache); null if unset.
+  absl::StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> Grammar(
+      const tpserve::v1::StructuredOutput& output) const;
 
   const model::Tokenizer& tokenizer_;
   const model::ChatPrompt* chat_;
   const ServingLimits limits_;
+  // Built on the first structured-output request (the vocabulary's trie takes a moment).
+  mutable absl::once_flag grammars_once_;
+  mutable std::unique_ptr<grammar::GrammarCache> grammars_;
 };
 
 }  // namespace tpserve::coordinator

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -137,10 +138,44 @@ absl::StatusOr<std::string> Content(const json& message, absl::string_view field
   return text;
 }
 
-absl::Status Messages(const json& body, tpserve::v1::GenerateRequest* out) {
+// An assistant message's tool_calls, as ToolCalls; records each id's function in `names`.
+absl::StatusOr<std::vector<ToolCall>> AssistantCalls(
+    const json& calls, const std::string& field,
+    absl::flat_hash_map<std::string, std::string>* names) {
+  if (!calls.is_array()) return Wrong(field, "an array of tool calls");
+  std::vector<ToolCall> out;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const std::string name = absl::StrCat(field, "[", k, "]");
+    const json& c = calls[k];
+    const json* fn = c.is_object() ? Field(c, "function") : nullptr;
+    if (fn == nullptr || !fn->is_object()) {
+      return Wrong(absl::StrCat(name, ".function"), "an object");
+    }
+    ToolCall call;
+    ASSIGN_OR_RETURN(std::optional<std::string> id, String(c, "id"));
+    ASSIGN_OR_RETURN(std::optional<std::string> fn_name, String(*fn, "name"));
+    if (!fn_name.has_value()) return Wrong(absl::StrCat(name, ".function.name"), "a string");
+    call.id = id.value_or("");
+    call.name = *fn_name;
+    // OpenAI sends the arguments as JSON text; the prompt shows them as JSON.
+    ASSIGN_OR_RETURN(std::optional<std::string> arguments, String(*fn, "arguments"));
+    const json parsed = json::parse(arguments.value_or("{}"), nullptr, false);
+    if (parsed.is_discarded()) {
+      return Wrong(absl::StrCat(name, ".function.arguments"), "JSON text");
+    }
+    call.arguments = parsed.dump();
+    if (!call.id.empty()) (*names)[call.id] = call.name;
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+absl::Status Messages(const json& body, const ToolRequest& tools,
+                      tpserve::v1::GenerateRequest* out) {
   const json* m = Field(body, "messages");
   if (m == nullptr) return absl::InvalidArgumentError("messages: is required");
   if (!m->is_array() || m->empty()) return Wrong("messages", "a non-empty array of messages");
+  absl::flat_hash_map<std::string, std::string> call_names;  // tool call id -> function
   for (size_t i = 0; i < m->size(); ++i) {
     const json& message = (*m)[i];
     const std::string name = absl::StrCat("messages[", i, "]");
@@ -154,6 +189,38 @@ absl::Status Messages(const json& body, tpserve::v1::GenerateRequest* out) {
     const std::string& named = role->get_ref<const std::string&>();
     chat->set_role(named == "developer" ? "system" : named);
     ASSIGN_OR_RETURN(*chat->mutable_content(), Content(message, absl::StrCat(name, ".content")));
+    if (const json* calls = Field(message, "tool_calls");
+        calls != nullptr && named == "assistant") {
+      ASSIGN_OR_RETURN(std::vector<ToolCall> parsed,
+                       AssistantCalls(*calls, absl::StrCat(name, ".tool_calls"), &call_names));
+      if (!chat->content().empty()) chat->mutable_content()->append("\n");
+      chat->mutable_content()->append(RenderToolCalls(parsed));
+    }
+    if (named == "tool") {  // the generic format's tool response, in a user turn
+      ASSIGN_OR_RETURN(std::optional<std::string> id, String(message, "tool_call_id"));
+      const auto called = id.has_value() ? call_names.find(*id) : call_names.end();
+      if (called == call_names.end()) {
+        return Wrong(absl::StrCat(name, ".tool_call_id"),
+                     "the id of a tool call of an earlier assistant message");
+      }
+      chat->set_role("user");
+      *chat->mutable_content() = absl::StrCat("<tool_response name=\"", called->second, "\">",
+                                              chat->content(), "</tool_response>");
+    }
+  }
+  if (!tools.tools.empty()) {  // the tools' system block leads the conversation
+    const std::string block = ToolSystemBlock(tools);
+    if (out->messages(0).role() == "system") {
+      out->mutable_messages(0)->mutable_content()->append(absl::StrCat("\n\n", block));
+    } else {
+      tpserve::v1::ChatMessage system;
+      system.set_role("system");
+      system.set_content(block);
+      *out->add_messages() = std::move(system);
+      for (int k = out->messages_size() - 1; k > 0; --k) {
+        out->mutable_messages()->SwapElements(k, k - 1);
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -254,16 +321,72 @@ absl::Status Unimplemented(const json& body, const OpenAiRequest& request) {
   if (best_of.has_value() && *best_of != request.n) {
     return Unsupported("best_of", "a value other than n");
   }
-  for (const char* name : {"logit_bias", "tools", "functions"}) {
+  for (const char* name : {"logit_bias", "functions"}) {
     const json* v = Field(body, name);
     if (v != nullptr && !v->empty()) return Unsupported(name, "a non-empty value");
   }
+  return absl::OkStatus();
+}
+
+// response_format (OpenAI's text, json_object and json_schema) and vLLM's guided_json,
+// guided_regex and guided_grammar, as GenerateRequest.structured_output: at most one.
+absl::Status ResponseFormat(const json& body, OpenAiRequest* out) {
+  tpserve::v1::StructuredOutput* so = out->generate.mutable_structured_output();
+  int given = 0;
   if (const json* format = Field(body, "response_format"); format != nullptr) {
-    const json* type = format->is_object() ? Field(*format, "type") : nullptr;
-    if (type == nullptr || *type != "text") {
-      return Unsupported("response_format", "a non-text format");
+    if (!format->is_object()) return Wrong("response_format", "an object");
+    ASSIGN_OR_RETURN(std::optional<std::string> type, String(*format, "type"));
+    if (!type.has_value()) return absl::InvalidArgumentError("response_format.type: required");
+    if (*type == "json_object") {
+      so->set_json_object(true);
+      ++given;
+    } else if (*type == "json_schema") {
+      const json* spec = Field(*format, "json_schema");
+      if (spec == nullptr || !spec->is_object()) {
+        return Wrong("response_format.json_schema", "an object with a schema");
+      }
+      ASSIGN_OR_RETURN(std::optional<std::string> name, String(*spec, "name"));
+      ASSIGN_OR_RETURN(std::optional<bool> strict, Bool(*spec, "strict"));
+      (void)name;    // OpenAI's label for the schema; it constrains nothing
+      (void)strict;  // the output always keeps to the schema
+      const json* schema = Field(*spec, "schema");
+      if (schema == nullptr || !schema->is_object()) {
+        return Wrong("response_format.json_schema.schema", "a JSON schema object");
+      }
+      so->set_json_schema(schema->dump());
+      out->schema_field = "response_format.json_schema.schema";
+      ++given;
+    } else if (*type != "text") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "response_format.type: '", *type, "' is not one of text, json_object, json_schema"));
     }
   }
+  if (const json* schema = Field(body, "guided_json"); schema != nullptr) {
+    if (schema->is_string()) {
+      so->set_json_schema(schema->get<std::string>());
+    } else if (schema->is_object()) {
+      so->set_json_schema(schema->dump());
+    } else {
+      return Wrong("guided_json", "a JSON schema (an object, or its text)");
+    }
+    ++given;
+  }
+  for (const char* name : {"guided_regex", "guided_grammar"}) {
+    ASSIGN_OR_RETURN(std::optional<std::string> text, String(body, name));
+    if (!text.has_value()) continue;
+    if (absl::string_view(name) == "guided_regex") {
+      so->set_regex(*text);
+    } else {
+      so->set_grammar(*text);
+    }
+    ++given;
+  }
+  if (given > 1) {
+    return absl::InvalidArgumentError(
+        "response_format: give at most one of response_format (json), guided_json, "
+        "guided_regex and guided_grammar");
+  }
+  if (given == 0) out->generate.clear_structured_output();
   return absl::OkStatus();
 }
 
@@ -286,9 +409,13 @@ absl::StatusOr<OpenAiRequest> DecodeOpenAiRequest(Endpoint endpoint, absl::strin
   request.model = model.value_or(static_cast<std::string>(served_model));
   RETURN_IF_ERROR(CheckServedModel(request.model, served_model));
   if (endpoint == Endpoint::kCompletions) {
+    if (const json* tools = Field(body, "tools"); tools != nullptr && !tools->empty()) {
+      return Unsupported("tools", "tools on completions (they are chat's)");
+    }
     RETURN_IF_ERROR(Prompt(body, &request.generate));
   } else {
-    RETURN_IF_ERROR(Messages(body, &request.generate));
+    ASSIGN_OR_RETURN(request.tools, DecodeTools(body));
+    RETURN_IF_ERROR(Messages(body, request.tools, &request.generate));
   }
   RETURN_IF_ERROR(Sampling(body, &request.generate));
   if (Field(body, "max_completion_tokens") != nullptr) {
@@ -320,6 +447,16 @@ absl::StatusOr<OpenAiRequest> DecodeOpenAiRequest(Endpoint endpoint, absl::strin
     request.include_usage = usage != nullptr && usage->get<bool>();
   }
   RETURN_IF_ERROR(Unimplemented(body, request));
+  RETURN_IF_ERROR(ResponseFormat(body, &request));
+  if (request.tools.calls_allowed()) {
+    if (request.generate.has_structured_output()) {
+      return absl::InvalidArgumentError(
+          "tools: cannot be combined with response_format or guided_* (set tool_choice to "
+          "none for a structured answer)");
+    }
+    ASSIGN_OR_RETURN(*request.generate.mutable_structured_output()->mutable_grammar(),
+                     ToolGrammar(request.tools));
+  }
   return request;
 }
 
@@ -334,6 +471,18 @@ absl::Status InRequestTerms(const absl::Status& status, const OpenAiRequest& req
   }
   if (absl::StartsWith(message, "max_tokens")) {
     return renamed("max_tokens", request.max_tokens_name);
+  }
+  if (absl::StartsWith(message, "structured_output.json_schema")) {
+    return renamed("structured_output.json_schema", request.schema_field);
+  }
+  if (absl::StartsWith(message, "structured_output.regex")) {
+    return renamed("structured_output.regex", "guided_regex");
+  }
+  if (absl::StartsWith(message, "structured_output.grammar")) {
+    return renamed("structured_output.grammar", "guided_grammar");
+  }
+  if (absl::StartsWith(message, "structured_output")) {
+    return renamed("structured_output", "response_format");
   }
   return status;
 }

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "server/http/tool_calls.h"
 #include "tpserve/v1/generate.pb.h"
 
 namespace tpserve::http {
@@ -40,6 +41,10 @@ struct OpenAiRequest {
   uint32_t top_logprobs = 0;
   // The body's name for the output limit, as refusals name it back.
   std::string max_tokens_name = "max_tokens";
+  // Chat's tools: listed in the prompt, and (unless tool_choice is none) a grammar of calls.
+  ToolRequest tools;
+  // What the request called its JSON schema (for messages naming it).
+  std::string schema_field = "guided_json";
 };
 
 // OK when `model` is `served_model`; NotFound ("model: '…' is not served here") otherwise.

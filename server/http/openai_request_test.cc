@@ -182,17 +182,75 @@ TEST(OpenAiRequestTest, RefusalsNameTheField) {
       {Endpoint::kChatCompletions,
        R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs: "},
       {Endpoint::kChatCompletions,
-       R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})", "tools: "},
+       R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})", "tools[0].type: "},
+      {Endpoint::kChatCompletions,
+       R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function",
+          "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name":
+          "g"}}})",
+       "tool_choice.function.name: "},
+      {Endpoint::kChatCompletions,
+       R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function",
+          "function": {"name": "f", "parameters": {"type": "object", "properties": {"a":
+          {"type": "number", "multipleOf": 3}}}}}]})",
+       "tools[0].function.parameters: "},
+      {Endpoint::kChatCompletions,
+       R"({"messages": [{"role": "tool", "tool_call_id": "nope", "content": "x"}]})",
+       "messages[0].tool_call_id: "},
+      {Endpoint::kCompletions, R"({"prompt": "x", "tools": [{}]})", "tools: "},
       {Endpoint::kChatCompletions,
        R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type":
-          "json_object"}})",
+          "xml"}})",
+       "response_format.type: "},
+      {Endpoint::kChatCompletions,
+       R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type":
+          "json_schema"}})",
+       "response_format.json_schema: "},
+      {Endpoint::kChatCompletions,
+       R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type":
+          "json_schema", "json_schema": {"name": "a", "schema": 3}}})",
+       "response_format.json_schema.schema: "},
+      {Endpoint::kCompletions,
+       R"({"prompt": "x", "response_format": {"type": "json_object"}, "guided_regex": "a"})",
        "response_format: "},
+      {Endpoint::kCompletions, R"({"prompt": "x", "guided_json": 3})", "guided_json: "},
   };
   for (const auto& c : cases) {
     absl::Status s = DecodeOpenAiRequest(c.endpoint, c.body, kModel).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.body;
     EXPECT_TRUE(absl::StartsWith(s.message(), c.field)) << c.body << ": " << s.message();
   }
+}
+
+TEST(OpenAiRequestTest, ResponseFormatsBecomeStructuredOutput) {
+  const auto decoded = [](absl::string_view body) {
+    absl::StatusOr<OpenAiRequest> r = DecodeOpenAiRequest(Endpoint::kChatCompletions, body, kModel);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->generate.structured_output() : tpserve::v1::StructuredOutput();
+  };
+  const std::string head = R"({"messages": [{"role": "user", "content": "x"}], )";
+  EXPECT_TRUE(decoded(head + R"("response_format": {"type": "json_object"}})").json_object());
+  EXPECT_EQ(decoded(head + R"("response_format": {"type": "json_schema", "json_schema": {"name":
+      "p", "strict": true, "schema": {"type": "integer"}}}})")
+                .json_schema(),
+            R"({"type":"integer"})");
+  EXPECT_EQ(decoded(head + R"("guided_regex": "[0-9]+"})").regex(), "[0-9]+");
+  EXPECT_EQ(decoded(head + R"x("guided_grammar": "root ::= \"a\""})x").grammar(), "root ::= \"a\"");
+  EXPECT_EQ(decoded(head + R"("response_format": {"type": "text"}})").kind_case(),
+            tpserve::v1::StructuredOutput::KIND_NOT_SET);
+}
+
+TEST(OpenAiRequestTest, StructuredOutputErrorsNameTheRequestsField) {
+  OpenAiRequest request;
+  request.schema_field = "response_format.json_schema.schema";
+  EXPECT_EQ(InRequestTerms(absl::InvalidArgumentError(
+                               "structured_output.json_schema: /properties/a/multipleOf: not "
+                               "supported"),
+                           request)
+                .message(),
+            "response_format.json_schema.schema: /properties/a/multipleOf: not supported");
+  EXPECT_EQ(
+      InRequestTerms(absl::InvalidArgumentError("structured_output.regex: bad"), request).message(),
+      "guided_regex: bad");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "server/http/openai_response.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -91,6 +92,17 @@ json Logprobs(const OpenAiRequest& request, const GenerateResponse& message, int
                          : CompletionLogprobs(request, message, offset);
 }
 
+// OpenAI's message.tool_calls.
+json ToolCallsJson(const std::vector<ToolCall>& calls) {
+  json list = json::array();
+  for (const ToolCall& c : calls) {
+    list.push_back({{"id", c.id},
+                    {"type", "function"},
+                    {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+  return list;
+}
+
 json UsageJson(const tpserve::v1::Usage& usage) {
   return {{"prompt_tokens", usage.prompt_tokens()},
           {"completion_tokens", usage.completion_tokens()},
@@ -147,6 +159,17 @@ json WholeResponse(const OpenAiRequest& request, const ResponseHeader& header,
                    {"finish_reason", FinishReason(c.finish_reason())}};
     if (IsChat(request)) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text()}};
+      if (request.tools.calls_allowed()) {
+        if (std::optional<std::vector<ToolCall>> calls =
+                ParseToolCalls(c.text(), absl::StrCat(c.request_id(), "_", i));
+            calls.has_value()) {
+          choice["message"] = {
+              {"role", "assistant"}, {"content", nullptr}, {"tool_calls", ToolCallsJson(*calls)}};
+          if (!choice["finish_reason"].is_null() && choice["finish_reason"] != "length") {
+            choice["finish_reason"] = "tool_calls";
+          }
+        }
+      }
     } else {
       choice["text"] = c.text();
     }
@@ -167,7 +190,35 @@ json StreamChunk(const OpenAiRequest& request, const ResponseHeader& header, uin
   json choice = {{"index", index},
                  {"logprobs", Logprobs(request, message, &position->text_offset)},
                  {"finish_reason", FinishReason(message.finish_reason())}};
-  if (IsChat(request)) {
+  if (IsChat(request) && request.tools.calls_allowed() && !position->text) {
+    // While the output may still be tool calls it is held back; it goes out as calls (or,
+    // once it cannot be, as text) in one delta.
+    position->held += message.text();
+    const bool last = message.finish_reason() != tpserve::v1::FINISH_REASON_UNSPECIFIED;
+    if (MayBeToolCalls(position->held) && !last) {
+      position->first = first;
+      return nullptr;
+    }
+    json delta = {{"role", "assistant"}};
+    std::optional<std::vector<ToolCall>> calls;
+    if (last) {
+      calls = ParseToolCalls(position->held, absl::StrCat(message.request_id(), "_", index));
+    }
+    if (calls.has_value()) {
+      json list = ToolCallsJson(*calls);
+      for (size_t k = 0; k < list.size(); ++k) list[k]["index"] = k;
+      delta["content"] = nullptr;
+      delta["tool_calls"] = std::move(list);
+      if (message.finish_reason() != tpserve::v1::FINISH_REASON_LENGTH) {
+        choice["finish_reason"] = "tool_calls";
+      }
+    } else {
+      delta["content"] = std::move(position->held);
+      position->text = true;
+    }
+    position->held.clear();
+    choice["delta"] = std::move(delta);
+  } else if (IsChat(request)) {
     json delta = {{"content", message.text()}};
     if (first) delta["role"] = "assistant";
     choice["delta"] = std::move(delta);

@@ -39,11 +39,16 @@ nlohmann::json WholeResponse(const OpenAiRequest& request, const ResponseHeader&
 struct ChunkPosition {
   bool first = true;        // no chunk of the choice yet
   int64_t text_offset = 0;  // completions logprobs: characters of the token texts so far
+  // Chat with tools: the output held back while it may still be tool calls, and whether it
+  // has been found to be text (then streamed as it comes).
+  std::string held;
+  bool text = false;
 };
 
 // A stream's chunk for choice `index`: `message`'s text (chat: as a delta), logprobs and, on
 // the last, its finish reason. Chat's first chunk of a choice also carries the role.
-// Advances `*position` past the chunk.
+// Advances `*position` past the chunk. With tools, null (nothing to send yet) while the
+// output may still be tool calls; the calls go out in OpenAI's delta shape, all at once.
 nlohmann::json StreamChunk(const OpenAiRequest& request, const ResponseHeader& header,
                            uint32_t index, const tpserve::v1::GenerateResponse& message,
                            ChunkPosition* position);

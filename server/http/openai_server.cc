@@ -172,9 +172,9 @@ class GenerationCall {
         continue;
       }
       const tpserve::v1::GenerateResponse& m = *e->message;
-      if (!write(SseEvent(StreamChunk(request_, header_, e->index, m, &positions[e->index])))) {
-        return;
-      }
+      const nlohmann::json chunk =
+          StreamChunk(request_, header_, e->index, m, &positions[e->index]);
+      if (!chunk.is_null() && !write(SseEvent(chunk))) return;
       if (m.has_usage()) {
         usage.set_prompt_tokens(m.usage().prompt_tokens());
         usage.set_completion_tokens(usage.completion_tokens() + m.usage().completion_tokens());
