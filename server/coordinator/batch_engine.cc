@@ -540,7 +540,7 @@ void BatchEngine::FailPoisoned(const StepPlan& plan, const absl::Status& cause) 
   }
 }
 
-void BatchEngine::Finish(Request* request, const absl::Status& status) {
+void BatchEngine::Finish(Request* request, absl::Status status) {
   // The request's blocks, metrics and stats are settled before its sink closes: a client
   // that sees its stream end then sees the freed KV blocks and its counted request.
   metrics_->CountRequest(status, request->spec.api);

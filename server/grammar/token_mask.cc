@@ -1,7 +1,11 @@
 #include "server/grammar/token_mask.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
+#include <utility>
+
+#include "absl/container/node_hash_map.h"
 
 #include "absl/time/clock.h"
 
@@ -61,14 +65,62 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, const std::vec
   }
 }
 
+namespace {
+
+// The walk's grammar states: each distinct stack set once, with its transitions by byte
+// memoised (inside a JSON string, say, nearly every byte leads back to the same state, so
+// most trie nodes cost a table lookup rather than a matcher step).
+class StateTable {
+ public:
+  static constexpr int32_t kUnknown = -2;
+  static constexpr int32_t kRejected = -1;
+
+  explicit StateTable(const Matcher& matcher) : matcher_(matcher) {}
+
+  int32_t Intern(std::vector<Stack> stacks) {
+    auto [it, inserted] = ids_.try_emplace(std::move(stacks), static_cast<int32_t>(pool_.size()));
+    if (inserted) {
+      pool_.push_back(&it->first);
+      next_.emplace_back();
+      next_.back().fill(kUnknown);
+    }
+    return it->second;
+  }
+
+  // The state after `byte` from `state` (as next * 2 + can_end), or kRejected.
+  int32_t Next(int32_t state, uint8_t byte) {
+    int32_t& t = next_[state][byte];
+    if (t != kUnknown) return t;
+    bool can_end = false;
+    const int32_t got = matcher_.Step(*pool_[state], byte, &scratch_, &can_end)
+                            ? Intern(scratch_) * 2 + (can_end ? 1 : 0)
+                            : kRejected;
+    next_[state][byte] = got;  // `t` may dangle: Intern grows next_
+    return got;
+  }
+
+  bool Ended(int32_t state) const { return pool_[state]->empty(); }
+
+ private:
+  const Matcher& matcher_;
+  // node-stable keys: the pool points into the map
+  absl::node_hash_map<std::vector<Stack>, int32_t> ids_;
+  std::vector<const std::vector<Stack>*> pool_;
+  std::vector<std::array<int32_t, 256>> next_;
+  std::vector<Stack> scratch_;
+};
+
+}  // namespace
+
 bool TokenTrie::Mask(const Matcher& matcher, TokenBitmask* mask, absl::Time deadline) const {
   mask->assign((static_cast<size_t>(vocab_size_) + 63) / 64, 0);
   auto allow = [mask](int32_t id) { (*mask)[id >> 6] |= uint64_t{1} << (id & 63); };
   if (eos_id_ >= 0 && eos_id_ < vocab_size_ && matcher.CanEnd()) allow(eos_id_);
   if (matcher.Done()) return true;
-  // states[d]: the stacks after the first d bytes of the current node's string.
-  std::vector<std::vector<Stack>> states(2);
-  states[0] = matcher.stacks();
+  StateTable table(matcher);
+  // state[d]: the state after the first d bytes of the current node's string.
+  std::vector<int32_t> state(2);
+  state[0] = table.Intern(matcher.stacks());
   const int32_t n = static_cast<int32_t>(byte_.size());
   int32_t i = 1;
   int32_t until_clock = kNodesPerClockCheck;
@@ -78,14 +130,15 @@ bool TokenTrie::Mask(const Matcher& matcher, TokenBitmask* mask, absl::Time dead
       until_clock = kNodesPerClockCheck;
     }
     const size_t d = depth_[i];
-    if (states.size() <= d) states.resize(d + 1);
-    bool can_end = false;
-    if (!matcher.Step(states[d - 1], byte_[i], &states[d], &can_end)) {
+    if (state.size() <= d) state.resize(d + 1);
+    const int32_t next = table.Next(state[d - 1], byte_[i]);
+    if (next == StateTable::kRejected) {
       i = subtree_end_[i];  // no token with this prefix is allowed
       continue;
     }
+    state[d] = next / 2;
     for (int32_t t = tokens_begin_[i]; t < tokens_begin_[i + 1]; ++t) allow(tokens_[t]);
-    i = states[d].empty() ? subtree_end_[i] : i + 1;  // ended: nothing may follow
+    i = table.Ended(state[d]) ? subtree_end_[i] : i + 1;  // ended: nothing may follow
   }
   return true;
 }
