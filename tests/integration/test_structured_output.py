@@ -97,7 +97,8 @@ def test_every_schema_of_the_corpus_greedy_and_sampled(client, model):
 
 def test_json_object(client, model):
     got = client.chat.completions.create(
-        model=model, messages=[{"role": "user", "content": "Describe a cat as JSON."}],
+        model=model,
+        messages=[{"role": "user", "content": "Give a JSON object with a cat's name and age."}],
         max_tokens=MAX_TOKENS, temperature=0, response_format={"type": "json_object"})
     assert got.choices[0].finish_reason == "stop", got
     assert isinstance(json.loads(got.choices[0].message.content), dict)
@@ -112,7 +113,7 @@ def _grpc(server, **fields):
 @pytest.mark.parametrize("regex", [
     r"[0-9]{3}-[0-9]{4}",
     r"(yes|no|maybe)",
-    r"[A-Z][a-z]+ [A-Z][a-z]+",
+    r"[A-Z][a-z]{1,12} [A-Z][a-z]{1,12}",
     r"\d+(\.\d{1,2})?",
     r"(red|green|blue)(, (red|green|blue)){0,3}",
     r"[a-z]{2,8}@[a-z]{3,8}\.(com|org)",
@@ -210,10 +211,13 @@ def _check_call(call, tools):
                                                  "function": {"name": "get_time"}}])
 def test_tool_calls_forced_whole_and_streamed(client, model, choice):
     tools = [WEATHER, TIME]
+    # One call each (a small model given room for more keeps calling until max_tokens).
     got = client.chat.completions.create(model=model, messages=ASK, tools=tools,
-                                         tool_choice=choice, max_tokens=200, temperature=0)
+                                         tool_choice=choice, max_tokens=200, temperature=0,
+                                         parallel_tool_calls=False)
     c = got.choices[0]
     assert c.finish_reason == "tool_calls", c
+    assert len(c.message.tool_calls) == 1
     assert c.message.content is None and c.message.tool_calls
     for call in c.message.tool_calls:
         _check_call(call, tools)
@@ -221,7 +225,7 @@ def test_tool_calls_forced_whole_and_streamed(client, model, choice):
             assert call.function.name == "get_time"
     stream = client.chat.completions.create(model=model, messages=ASK, tools=tools,
                                             tool_choice=choice, max_tokens=200, temperature=0,
-                                            stream=True)
+                                            parallel_tool_calls=False, stream=True)
     calls, finish = {}, None
     for chunk in stream:
         for ch in chunk.choices:
@@ -233,6 +237,26 @@ def test_tool_calls_forced_whole_and_streamed(client, model, choice):
     assert finish == "tool_calls"
     assert [(v["name"], v["arguments"]) for _, v in sorted(calls.items())] == \
         [(t.function.name, t.function.arguments) for t in c.message.tool_calls]
+
+
+def test_parallel_tool_calls_each_keep_to_their_schema(client, model):
+    tools = [WEATHER, TIME]
+    got = client.chat.completions.create(
+        model=model, tools=tools, tool_choice="required", max_tokens=120, temperature=0,
+        messages=[{"role": "user", "content": "The weather in Paris and the time in Tokyo?"}])
+    c = got.choices[0]
+    if c.finish_reason == "length":  # more calls were coming: the text so far is calls
+        assert c.message.content.startswith('<tool_call>{"name": "'), c
+        done = c.message.content.rsplit("</tool_call>", 1)[0]
+        assert done.count("<tool_call>") >= 2, c
+        for call in done.split("</tool_call>"):
+            body = json.loads(call.strip().removeprefix("<tool_call>"))
+            jsonschema.validate(body["arguments"], {t["function"]["name"]: t["function"][
+                "parameters"] for t in tools}[body["name"]])
+    else:
+        assert c.finish_reason == "tool_calls", c
+        for call in c.message.tool_calls:
+            _check_call(call, tools)
 
 
 def test_tool_choice_auto_and_none(client, model):
@@ -254,6 +278,7 @@ def test_tool_choice_auto_and_none(client, model):
 def test_a_conversation_with_a_tool_result(client, model):
     first = client.chat.completions.create(model=model, messages=ASK, tools=[WEATHER],
                                            tool_choice="required", max_tokens=200,
+                                           parallel_tool_calls=False,
                                            temperature=0).choices[0].message
     assert first.tool_calls
     messages = ASK + [
