@@ -540,7 +540,9 @@ void BatchEngine::FailPoisoned(const StepPlan& plan, const absl::Status& cause) 
   }
 }
 
-void BatchEngine::Finish(Request* request, absl::Status status) {
+void BatchEngine::Finish(Request* request, const absl::Status& status_in) {
+  // A copy: `status_in` may be a member of *request, which goes below.
+  const absl::Status status = status_in;  // NOLINT(performance-unnecessary-copy-initialization)
   // The request's blocks, metrics and stats are settled before its sink closes: a client
   // that sees its stream end then sees the freed KV blocks and its counted request.
   metrics_->CountRequest(status, request->spec.api);

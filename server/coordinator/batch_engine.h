@@ -136,8 +136,8 @@ class BatchEngine {
            tpserve::v1::FinishReason reason);
   // After the failed step of `plan`: fails the requests in it that reached max_failed_steps.
   void FailPoisoned(const StepPlan& plan, const absl::Status& cause);
-  // Ends `request` with `status` (by value: it may be the request's own, and *request goes).
-  void Finish(Request* request, absl::Status status);
+  // Ends `request` (destroying *request) with `status`, which may be one of its own members.
+  void Finish(Request* request, const absl::Status& status);
   void FailAll(const absl::Status& status);
   void Publish() ABSL_LOCKS_EXCLUDED(mu_);
   void SetReady(bool ready);

@@ -10,9 +10,12 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/model/tokenizer/utf8.h"
 
 namespace tpserve::grammar {
 namespace {
+
+using ::tpserve::model::AppendUtf8;
 
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 constexpr int kMaxNesting = 200;
@@ -21,24 +24,6 @@ constexpr int kMaxNesting = 200;
 using Range = std::pair<uint32_t, uint32_t>;
 
 bool IsNameChar(char c) { return absl::ascii_isalnum(c) || c == '_' || c == '-'; }
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
 
 // The byte-range sequences whose strings are exactly the UTF-8 encodings of lo..hi (which
 // holds no surrogate), appended to `out`: split by encoded length, then until each piece is a

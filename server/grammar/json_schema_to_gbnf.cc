@@ -482,11 +482,11 @@ class Converter {
       const auto has = [&](std::initializer_list<const char*> keys) {
         return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return s.contains(k); });
       };
-      if (has({"properties", "required", "additionalProperties"})) types.push_back("object");
-      if (has({"items", "prefixItems", "minItems", "maxItems"})) types.push_back("array");
-      if (has({"minLength", "maxLength", "pattern", "format"})) types.push_back("string");
+      if (has({"properties", "required", "additionalProperties"})) types.emplace_back("object");
+      if (has({"items", "prefixItems", "minItems", "maxItems"})) types.emplace_back("array");
+      if (has({"minLength", "maxLength", "pattern", "format"})) types.emplace_back("string");
       if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})) {
-        types.push_back("number");
+        types.emplace_back("number");
       }
     }
     std::vector<std::string> alts;

@@ -31,7 +31,8 @@ std::string Refusal(const std::string& schema) {
   absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(schema);
   EXPECT_FALSE(gbnf.ok()) << schema << "\n" << gbnf.value_or("");
   EXPECT_EQ(gbnf.status().code(), absl::StatusCode::kInvalidArgument);
-  return std::string(gbnf.status().message());
+  std::string message(gbnf.status().message());
+  return message;
 }
 
 TEST(JsonSchemaToGbnfTest, IntegerBoundsAreExactOverEveryValueNearThem) {

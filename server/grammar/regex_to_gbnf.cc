@@ -15,9 +15,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "server/grammar/gbnf.h"
+#include "server/model/tokenizer/utf8.h"
 
 namespace tpserve::grammar {
 namespace {
+
+using ::tpserve::model::AppendUtf8;
 
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 constexpr uint32_t kSurrogateLo = 0xD800;
@@ -92,15 +95,6 @@ CodeSet Single(uint32_t cp) { return {{cp, cp}}; }
 CodeSet Digits() { return {{'0', '9'}}; }
 CodeSet WordChars() { return Normalize({{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}}); }
 CodeSet Spaces() { return Normalize({{'\t', '\r'}, {' ', ' '}}); }  // \t \n \v \f \r and space
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  const int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
-  static constexpr uint32_t kLead[] = {0, 0, 0xC0, 0xE0, 0xF0};
-  out->push_back(static_cast<char>(kLead[n] | (cp >> (6 * (n - 1)))));
-  for (int i = n - 2; i >= 0; --i) {
-    out->push_back(static_cast<char>(0x80 | ((cp >> (6 * i)) & 0x3F)));
-  }
-}
 
 // The code point encoded at s[pos] into *cp, and its length in bytes; 0 where the bytes are
 // not UTF-8 (truncated, overlong, a surrogate, past U+10FFFF).

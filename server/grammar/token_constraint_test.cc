@@ -77,10 +77,10 @@ TEST(TokenConstraintDeadlineTest, APastDeadlineIsResourceExhausted) {
   std::vector<std::string> vocab = {""};
   for (size_t i = 0; i < vocab.size() && vocab.size() < 9841; ++i) {
     if (vocab[i].size() < 8) {
-      for (char ch : {'a', 'b', 'c'}) vocab.push_back(vocab[i] + ch);
+      for (char ch : {'a', 'b', 'c'}) vocab.emplace_back(vocab[i] + ch);
     }
   }
-  vocab.push_back("</s>");
+  vocab.emplace_back("</s>");
   std::vector<bool> never(vocab.size(), false);
   never.back() = true;
   auto trie = std::make_shared<const TokenTrie>(vocab, never, vocab.size() - 1);

@@ -184,6 +184,27 @@ def wait_serving(server, timeout_s=120.0, credentials=None):
                        f"(last: {last}):\n{server.log_tail()}")
 
 
+def start_serving_http(request, tpserve_bin, model, log_path, timeout_s=120.0, **flags):
+    """`start` with an HTTP port (server.http = (host, port)), a finalizer that cleans up, and
+    a wait until both the gRPC health check and `GET /health` answer SERVING / 200."""
+    import urllib.request  # noqa: PLC0415 (only the HTTP tests need it)
+    http_port = free_port("127.0.0.1")
+    srv = start(tpserve_bin, model, log_path, http_port=http_port, **flags)
+    request.addfinalizer(lambda: cleanup(srv))
+    wait_serving(srv, timeout_s=timeout_s)
+    srv.http = ("127.0.0.1", http_port)
+    deadline = time.time() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/health", timeout=5) as r:
+                if r.status == 200:
+                    return srv
+        except OSError:
+            pass
+        assert time.time() < deadline, srv.log_tail()
+        time.sleep(0.2)
+
+
 def wait_exit(server, timeout_s):
     """Waits for the serve process; past the timeout SIGKILLs its whole process group and
     returns None (the exit code otherwise)."""

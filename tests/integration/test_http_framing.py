@@ -17,7 +17,6 @@ import openai
 import pytest
 
 import serve_procs
-from worker_procs import free_port
 
 TP = 2
 CALL_S = 120
@@ -33,21 +32,8 @@ def _chunked(body, trailer=b"", extension=b""):
 @pytest.fixture(scope="module")
 def server(request, tmp_path_factory, tpserve_bin, smollm_gguf):
     log = tmp_path_factory.mktemp("framing") / "serve.log"
-    http_port = free_port("127.0.0.1")
-    srv = serve_procs.start(tpserve_bin, smollm_gguf, log, tp=TP, threads=1,
-                            http_port=http_port)
-    request.addfinalizer(lambda: serve_procs.cleanup(srv))
-    serve_procs.wait_serving(srv, timeout_s=120)
-    srv.http = ("127.0.0.1", http_port)
-    deadline = time.time() + 30
-    while True:
-        try:
-            if _exchange(srv, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")[0] == 200:
-                break
-        except OSError:
-            pass
-        assert time.time() < deadline, srv.log_tail()
-        time.sleep(0.2)
+    srv = serve_procs.start_serving_http(request, tpserve_bin, smollm_gguf, log, tp=TP,
+                                         threads=1)
     yield srv
     assert serve_procs.stop(srv, timeout_s=60) == 0, srv.log_tail()
 

@@ -10,8 +10,6 @@ import concurrent.futures
 import json
 import pathlib
 import re
-import time
-import urllib.request
 
 import grpc
 import jsonschema
@@ -20,7 +18,6 @@ import pytest
 
 import serve_procs
 from serve_procs import collect
-from worker_procs import free_port
 from tpserve.v1 import generate_pb2 as pb
 from tpserve.v1 import generate_pb2_grpc as pb_grpc
 
@@ -33,29 +30,16 @@ MAX_TOKENS = 384
 @pytest.fixture(scope="module")
 def server(request, tmp_path_factory, tpserve_bin, smollm_gguf):
     log = tmp_path_factory.mktemp("structured") / "serve.log"
-    http_port = free_port("127.0.0.1")
-    srv = serve_procs.start(tpserve_bin, smollm_gguf, log, tp=TP, threads=1,
-                            http_port=http_port)
-    request.addfinalizer(lambda: serve_procs.cleanup(srv))
-    serve_procs.wait_serving(srv, timeout_s=120)
-    srv.http = f"127.0.0.1:{http_port}"
-    deadline = time.time() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://{srv.http}/health", timeout=5) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        assert time.time() < deadline, srv.log_tail()
-        time.sleep(0.2)
+    srv = serve_procs.start_serving_http(request, tpserve_bin, smollm_gguf, log, tp=TP,
+                                         threads=1)
     yield srv
     assert serve_procs.stop(srv, timeout_s=60) == 0, srv.log_tail()
 
 
 @pytest.fixture(scope="module")
 def client(server):
-    return openai.OpenAI(base_url=f"http://{server.http}/v1", api_key="unused", timeout=CALL_S,
+    return openai.OpenAI(base_url="http://%s:%d/v1" % server.http, api_key="unused",
+                         timeout=CALL_S,
                          max_retries=0)
 
 
