@@ -12,14 +12,13 @@ import argparse
 import concurrent.futures
 import http.client
 import json
-import os
 import pathlib
 import subprocess
 import sys
 import tempfile
 import time
 
-from bench_stats import free_port, percentile  # beside this script
+from bench_stats import percentile, serving  # beside this script
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
@@ -89,26 +88,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out")
     a = ap.parse_args()
-    port, http_port = free_port(), free_port()
     with tempfile.TemporaryDirectory() as tmp:
         pb, pb_grpc = stubs(tmp)
-        server = subprocess.Popen(
-            [str(pathlib.Path(a.build) / "server" / "tpserve"), "serve", f"--model={a.model}",
-             f"--tp={a.tp}", f"--port={port}", f"--http_port={http_port}"],
-            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "serve.log"), "w"))
-        try:
-            deadline = time.time() + 120
-            while True:
-                try:
-                    c = http.client.HTTPConnection("127.0.0.1", http_port, timeout=2)
-                    c.request("GET", "/health")
-                    if c.getresponse().status == 200:
-                        break
-                except OSError:
-                    pass
-                if time.time() > deadline or server.poll() is not None:
-                    raise RuntimeError("serve did not become ready")
-                time.sleep(0.2)
+        with serving(a.build, a.model, a.tp, tmp) as (port, http_port):
             grpc_fn = lambda i: grpc_stream(f"127.0.0.1:{port}", pb, pb_grpc, i)  # noqa: E731
             http_fn = lambda i: http_stream(f"127.0.0.1:{http_port}", i)  # noqa: E731
             rows = []
@@ -118,9 +100,6 @@ def main():
                 for _ in range(a.rounds):
                     rows.append(run("grpc", grpc_fn, c, requests))
                     rows.append(run("http", http_fn, c, requests))
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
     print("| concurrency | API | tok/s | ITL p50 (ms) | ITL p99 (ms) |")
     print("|---|---|---|---|---|")
     for r in rows:

@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import time
 
-from bench_stats import free_port, percentile  # beside this script
+from bench_stats import percentile, serving  # beside this script
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PROMPT = "List some people with their names and ages, as JSON."
@@ -70,37 +70,16 @@ def main():
     masks = json.loads(subprocess.run(
         [str(pathlib.Path(a.build) / "bench" / "grammar_masks"), a.model, a.corpus],
         check=True, capture_output=True, text=True).stdout)
-    port, http_port = free_port(), free_port()
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        log = open(pathlib.Path(tmp) / "serve.log", "w")
-        server = subprocess.Popen(
-            [str(pathlib.Path(a.build) / "server" / "tpserve"), "serve", f"--model={a.model}",
-             f"--tp={a.tp}", f"--port={port}", f"--http_port={http_port}"],
-            stdout=subprocess.DEVNULL, stderr=log)
-        try:
-            deadline = time.time() + 120
-            while True:
-                try:
-                    c = http.client.HTTPConnection("127.0.0.1", http_port, timeout=2)
-                    c.request("GET", "/health")
-                    if c.getresponse().status == 200:
-                        break
-                except OSError:
-                    pass
-                if time.time() > deadline or server.poll() is not None:
-                    raise RuntimeError("serve did not become ready")
-                time.sleep(0.2)
-            address = f"127.0.0.1:{http_port}"
-            for c in [int(x) for x in a.concurrency.split(",")]:
-                requests = max(4, 2 * c)
-                run(address, True, c, 2)  # warm-up (the schema compiles once)
-                for _ in range(a.rounds):
-                    rows.append(run(address, False, c, requests))
-                    rows.append(run(address, True, c, requests))
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
+    with tempfile.TemporaryDirectory() as tmp, serving(a.build, a.model, a.tp, tmp) as ports:
+        _, http_port = ports
+        address = f"127.0.0.1:{http_port}"
+        for c in [int(x) for x in a.concurrency.split(",")]:
+            requests = max(4, 2 * c)
+            run(address, True, c, 2)  # warm-up (the schema compiles once)
+            for _ in range(a.rounds):
+                rows.append(run(address, False, c, requests))
+                rows.append(run(address, True, c, requests))
     ratios = {}
     for c in sorted({r["concurrency"] for r in rows}):
         med = lambda s: percentile([r["tokens_per_s"] for r in rows  # noqa: E731

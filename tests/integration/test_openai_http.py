@@ -369,7 +369,7 @@ def _malformed(model):
              400, "messages[0].content[0].type"),
         post(cc, with_(chat, top_logprobs=2), 400, "top_logprobs"),
         post(cc, with_(chat, logprobs=True, top_logprobs=99), 400, "top_logprobs"),
-        post(cc, with_(chat, tools=[{"type": "function"}]), 400, "tools"),
+        post(cc, with_(chat, tools=[{"type": "function"}]), 400, "tools[0].function"),
         ("GET", c, b"", {}, 405, None),
         ("DELETE", "/v1/models", b"", {}, 405, None),
         ("GET", "/v2/nothing", b"", {}, 404, None),
