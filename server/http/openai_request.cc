@@ -328,6 +328,31 @@ absl::Status Unimplemented(const json& body, const OpenAiRequest& request) {
   return absl::OkStatus();
 }
 
+// The body's values as JSON text with their objects' keys in the order the client wrote
+// them (`json` reads them sorted): a schema's `properties` order is the output's. Parsed
+// once, and only when asked.
+class ClientOrder {
+ public:
+  explicit ClientOrder(absl::string_view text) : text_(text) {}
+
+  // The value at JSON pointer `at`; empty when there is none.
+  std::string Dump(const std::string& at) {
+    if (!parsed_) {
+      doc_ = nlohmann::ordered_json::parse(text_.begin(), text_.end(), nullptr,
+                                           /*allow_exceptions=*/false);
+      parsed_ = true;
+    }
+    const nlohmann::ordered_json::json_pointer pointer(at);
+    if (doc_.is_discarded() || !doc_.contains(pointer)) return "";
+    return doc_.at(pointer).dump();
+  }
+
+ private:
+  const absl::string_view text_;
+  bool parsed_ = false;
+  nlohmann::ordered_json doc_;
+};
+
 // response_format (OpenAI's text, json_object and json_schema) and vLLM's guided_json,
 // guided_regex and guided_grammar, as GenerateRequest.structured_output: at most one.
 absl::Status ResponseFormat(const json& body, OpenAiRequest* out) {
@@ -403,6 +428,7 @@ absl::StatusOr<OpenAiRequest> DecodeOpenAiRequest(Endpoint endpoint, absl::strin
   const json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return absl::InvalidArgumentError("body: is not valid JSON");
   if (!body.is_object()) return Wrong("body", "a JSON object");
+  ClientOrder order(body_text);
   OpenAiRequest request;
   request.endpoint = endpoint;
   ASSIGN_OR_RETURN(std::optional<std::string> model, String(body, "model"));
@@ -415,6 +441,10 @@ absl::StatusOr<OpenAiRequest> DecodeOpenAiRequest(Endpoint endpoint, absl::strin
     RETURN_IF_ERROR(Prompt(body, &request.generate));
   } else {
     ASSIGN_OR_RETURN(request.tools, DecodeTools(body));
+    for (size_t i = 0; i < request.tools.tools.size(); ++i) {
+      std::string ordered = order.Dump(absl::StrCat("/tools/", i, "/function/parameters"));
+      if (!ordered.empty() && ordered != "null") request.tools.tools[i].parameters = ordered;
+    }
     RETURN_IF_ERROR(Messages(body, request.tools, &request.generate));
   }
   RETURN_IF_ERROR(Sampling(body, &request.generate));
@@ -448,6 +478,16 @@ absl::StatusOr<OpenAiRequest> DecodeOpenAiRequest(Endpoint endpoint, absl::strin
   }
   RETURN_IF_ERROR(Unimplemented(body, request));
   RETURN_IF_ERROR(ResponseFormat(body, &request));
+  if (request.generate.has_structured_output() &&
+      request.generate.structured_output().has_json_schema()) {
+    const bool whole = request.schema_field == "response_format.json_schema.schema";
+    const json* guided = Field(body, "guided_json");
+    if (whole || (guided != nullptr && guided->is_object())) {
+      std::string ordered =
+          order.Dump(whole ? "/response_format/json_schema/schema" : "/guided_json");
+      if (!ordered.empty()) request.generate.mutable_structured_output()->set_json_schema(ordered);
+    }
+  }
   if (request.tools.calls_allowed()) {
     if (request.generate.has_structured_output()) {
       return absl::InvalidArgumentError(

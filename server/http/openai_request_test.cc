@@ -239,6 +239,28 @@ TEST(OpenAiRequestTest, ResponseFormatsBecomeStructuredOutput) {
             tpserve::v1::StructuredOutput::KIND_NOT_SET);
 }
 
+TEST(OpenAiRequestTest, SchemasKeepTheClientsKeyOrder) {
+  const std::string schema =
+      R"({"type":"object","properties":{"zeta":{"type":"integer"},"alpha":{"type":"string"}},)"
+      R"("required":["zeta","alpha"]})";
+  const std::string head = R"({"messages": [{"role": "user", "content": "x"}], )";
+  absl::StatusOr<OpenAiRequest> whole =
+      Chat(head +
+           R"("response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": )" +
+           schema + "}}}");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->generate.structured_output().json_schema(), schema);
+  absl::StatusOr<OpenAiRequest> guided = Chat(head + R"("guided_json": )" + schema + "}");
+  ASSERT_TRUE(guided.ok()) << guided.status();
+  EXPECT_EQ(guided->generate.structured_output().json_schema(), schema);
+  absl::StatusOr<OpenAiRequest> tools =
+      Chat(head + R"("tools": [{"type": "function", "function": {"name": "f", "parameters": )" +
+           schema + "}}]}");
+  ASSERT_TRUE(tools.ok()) << tools.status();
+  ASSERT_EQ(tools->tools.tools.size(), 1u);
+  EXPECT_EQ(tools->tools.tools[0].parameters, schema);
+}
+
 TEST(OpenAiRequestTest, StructuredOutputErrorsNameTheRequestsField) {
   OpenAiRequest request;
   request.schema_field = "response_format.json_schema.schema";
