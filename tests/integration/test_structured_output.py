@@ -285,3 +285,27 @@ def test_a_conversation_with_a_tool_result(client, model):
                                                     "function": {"name": "nope"}},
                                        max_tokens=4)
     assert e.value.body["param"] == "tool_choice.function.name"
+
+
+@pytest.mark.parametrize("tp", [1, 3])
+def test_other_world_sizes_keep_to_the_grammar(request, tmp_path_factory, tpserve_bin,
+                                               smollm_gguf, tp):
+    log = tmp_path_factory.mktemp(f"structured_tp{tp}") / "serve.log"
+    srv = serve_procs.start_serving_http(request, tpserve_bin, smollm_gguf, log, tp=tp,
+                                         threads=1)
+    entry = {"name": "person", "schema": {
+        "type": "object", "additionalProperties": False, "required": ["name", "age"],
+        "properties": {"name": {"type": "string", "maxLength": 20},
+                       "age": {"type": "integer", "minimum": 0, "maximum": 120}}}}
+    c = openai.OpenAI(base_url="http://%s:%d/v1" % srv.http, api_key="unused", timeout=CALL_S,
+                      max_retries=0)
+    for temperature in (0.0, 1.0):
+        choice = _schema_chat(c, c.models.list().data[0].id, entry, temperature, 11)
+        assert choice.finish_reason == "stop", choice
+        jsonschema.validate(json.loads(choice.message.content), entry["schema"])
+    regex = r"[a-z]{2,8}@[a-z]{3,8}\.(com|org)"
+    res = _grpc(srv, prompt="Email: ", max_tokens=64, temperature=1.0, seed=5,
+                structured_output=pb.StructuredOutput(regex=regex))
+    assert res.finish_reason in (pb.FINISH_REASON_STOP, pb.FINISH_REASON_EOS), res
+    assert re.fullmatch(regex, res.text), res.text
+    assert serve_procs.stop(srv, timeout_s=60) == 0, srv.log_tail()
