@@ -309,3 +309,11 @@ def test_other_world_sizes_keep_to_the_grammar(request, tmp_path_factory, tpserv
     assert res.finish_reason in (pb.FINISH_REASON_STOP, pb.FINISH_REASON_EOS), res
     assert re.fullmatch(regex, res.text), res.text
     assert serve_procs.stop(srv, timeout_s=60) == 0, srv.log_tail()
+
+
+def test_a_stop_string_ends_a_constrained_output(server):
+    res = _grpc(server, prompt="Is the sky blue? Answer: ", max_tokens=48, temperature=0,
+                stop=[","], structured_output=pb.StructuredOutput(
+                    regex=r"(yes|no), because [a-z ]{1,40}\."))
+    assert res.finish_reason == pb.FINISH_REASON_STOP, res
+    assert res.text in ("yes", "no"), res.text
