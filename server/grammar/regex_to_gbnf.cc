@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "server/grammar/code_set.h"
 #include "server/grammar/gbnf.h"
 #include "server/model/tokenizer/utf8.h"
 
@@ -22,79 +23,12 @@ namespace {
 
 using ::tpserve::model::AppendUtf8;
 
-constexpr uint32_t kMaxCodePoint = 0x10FFFF;
-constexpr uint32_t kSurrogateLo = 0xD800;
-constexpr uint32_t kSurrogateHi = 0xDFFF;
 constexpr int kMaxDepth = 100;               // regex groups; GBNF allows 200, our output adds a few
 constexpr int64_t kUnbounded = -1;           // a repetition's max with no bound
 constexpr int64_t kHuge = int64_t{1} << 40;  // repetition counts saturate here while parsed
 constexpr size_t kInlineBytes = 40;          // a shared node's text this short is repeated
 // The GBNF text of a class nothing matches: an empty language.
 constexpr char kNothing[] = "[^\\x00-\\U0010FFFF]";
-
-// A set of code points: ranges (inclusive), sorted, disjoint, not adjacent, no surrogates.
-using Range = std::pair<uint32_t, uint32_t>;
-using CodeSet = std::vector<Range>;
-
-bool IsSurrogate(uint32_t cp) { return cp >= kSurrogateLo && cp <= kSurrogateHi; }
-
-CodeSet Normalize(CodeSet ranges) {
-  std::sort(ranges.begin(), ranges.end());
-  CodeSet merged;
-  for (const Range& r : ranges) {
-    if (!merged.empty() && r.first <= merged.back().second + 1) {
-      merged.back().second = std::max(merged.back().second, r.second);
-    } else {
-      merged.push_back(r);
-    }
-  }
-  CodeSet out;
-  for (const Range& r : merged) {  // less the surrogates
-    if (r.second < kSurrogateLo || r.first > kSurrogateHi) {
-      out.push_back(r);
-      continue;
-    }
-    if (r.first < kSurrogateLo) out.emplace_back(r.first, kSurrogateLo - 1);
-    if (r.second > kSurrogateHi) out.emplace_back(kSurrogateHi + 1, r.second);
-  }
-  return out;
-}
-
-// Every code point (surrogates aside) not in `s`.
-CodeSet Negate(const CodeSet& s) {
-  CodeSet out;
-  uint32_t next = 0;
-  for (const Range& r : s) {
-    if (r.first > next) out.emplace_back(next, r.first - 1);
-    next = r.second + 1;
-  }
-  if (next <= kMaxCodePoint) out.emplace_back(next, kMaxCodePoint);
-  return Normalize(std::move(out));
-}
-
-CodeSet Intersect(const CodeSet& a, const CodeSet& b) {
-  CodeSet out;
-  for (const Range& x : a) {
-    for (const Range& y : b) {
-      if (x.second >= y.first && x.first <= y.second) {
-        out.emplace_back(std::max(x.first, y.first), std::min(x.second, y.second));
-      }
-    }
-  }
-  return Normalize(std::move(out));
-}
-
-bool Contains(const CodeSet& s, uint32_t cp) {
-  return std::any_of(s.begin(), s.end(),
-                     [cp](const Range& r) { return r.first <= cp && cp <= r.second; });
-}
-
-CodeSet Single(uint32_t cp) { return {{cp, cp}}; }
-
-// The sets of the escapes \d \w \s (ASCII meanings).
-CodeSet Digits() { return {{'0', '9'}}; }
-CodeSet WordChars() { return Normalize({{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}}); }
-CodeSet Spaces() { return Normalize({{'\t', '\r'}, {' ', ' '}}); }  // \t \n \v \f \r and space
 
 // The code point encoded at s[pos] into *cp, and its length in bytes; 0 where the bytes are
 // not UTF-8 (truncated, overlong, a surrogate, past U+10FFFF).
