@@ -38,7 +38,8 @@ absl::Status InProcessExecutor::Start() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<coordinator::StepOutcome> InProcessExecutor::RunStep(const tpserve::v1::Step& step) {
+absl::StatusOr<coordinator::StepOutcome> InProcessExecutor::RunStep(
+    const tpserve::v1::Step& step, const coordinator::StepMaskFill& masks) {
   if (model_ == nullptr) return absl::UnavailableError("the model is not loaded");
   const int64_t start_ns = absl::GetCurrentTimeNanos();
   const auto vocab = static_cast<int32_t>(model_->config().vocab_size);
@@ -47,6 +48,15 @@ absl::StatusOr<coordinator::StepOutcome> InProcessExecutor::RunStep(const tpserv
   absl::StatusOr<protocol::DecodedStep> decoded = protocol::DecodeStep(step, vocab);
   absl::Status status = decoded.status();
   if (status.ok()) status = model_->Forward(decoded->batch, &logits_);
+  tpserve::v1::StepMasks step_masks;  // one process: computed after the forward pass
+  if (status.ok() && step.masks_follow()) {
+    if (masks == nullptr) {
+      status = absl::InvalidArgumentError("Step: masks_follow without masks");
+    } else {
+      masks(&step_masks);
+      status = protocol::ApplyStepMasks(step_masks, step.step_id(), vocab, &*decoded);
+    }
+  }
   if (status.ok()) {
     status = protocol::SampleDecodedStep(*decoded, logits_, vocab, &sampler_, &outcome.result);
   }

@@ -38,7 +38,9 @@ class InProcessExecutor final : public coordinator::StepExecutor {
   // Loads the model afresh (an empty KV cache); FAILED_PRECONDITION when it does not load,
   // InvalidArgument when the device is one this build cannot compute on.
   absl::Status Start() override;
-  absl::StatusOr<coordinator::StepOutcome> RunStep(const tpserve::v1::Step& step) override;
+  using coordinator::StepExecutor::RunStep;
+  absl::StatusOr<coordinator::StepOutcome> RunStep(const tpserve::v1::Step& step,
+                                                   const coordinator::StepMaskFill& masks) override;
   int64_t kv_blocks() const override;
   int64_t kv_block_size() const override { return kKvBlockSize; }
   std::string comm_backend() const override;

@@ -364,32 +364,37 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
   step.set_step_id(next_step_id_++);
   std::vector<int32_t> tokens;
   int64_t samples = 0;
-  std::string mask;
-  // Every structured-output mask of the step together gets at most the budget.
-  const absl::Time mask_deadline = absl::Now() + options_.mask_budget;
+  std::vector<Request*> constrained;  // sampling this step under a grammar
   for (const PlannedSequence& e : plan.entries) {
     Request& request = *requests_.at(e.seq->id);
     tokens.clear();
     for (int64_t pos = e.start; pos < e.start + e.count; ++pos) {
       tokens.push_back(e.seq->token_at(pos));
     }
-    mask.clear();
-    if (e.sample && request.constraint != nullptr) {
-      // A mask past the budget: the token is drawn unmasked, dropped, and the request failed.
-      request.mask_failed = request.constraint->Mask(mask_deadline, &mask);
-      if (!request.mask_failed.ok()) mask.clear();
-    }
     protocol::AddStepSequence({.seq_id = e.seq->id,
                                .tokens = tokens,
                                .start_pos = e.start,
                                .block_table = e.seq->block_table,
                                .sample = e.sample,
-                               .sample_index = e.seq->generated.size(),
-                               .allowed_tokens = mask},
+                               .sample_index = e.seq->generated.size()},
                               request.spec.sampling, {e.seq->prompt, e.seq->generated}, &step);
     samples += e.sample ? 1 : 0;
+    if (e.sample && request.constraint != nullptr) constrained.push_back(&request);
   }
-  absl::StatusOr<StepOutcome> outcome = executor_->RunStep(step);
+  // The masks are computed while the world runs the forward pass, and go to rank 0 alone.
+  step.set_masks_follow(!constrained.empty());
+  auto fill_masks = [&](tpserve::v1::StepMasks* masks) {
+    // Every mask of the step together gets at most the budget.
+    const absl::Time deadline = absl::Now() + options_.mask_budget;
+    std::string mask;
+    for (Request* request : constrained) {
+      // A mask past the budget: the token is drawn unmasked, dropped, and the request failed.
+      request->mask_failed = request->constraint->Mask(deadline, &mask);
+      if (request->mask_failed.ok()) protocol::AddSequenceMask(request->seq.id, mask, masks);
+    }
+  };
+  absl::StatusOr<StepOutcome> outcome =
+      constrained.empty() ? executor_->RunStep(step) : executor_->RunStep(step, fill_masks);
   if (!outcome.ok()) {
     WorldDown(outcome.status());
     if (!options_.restart_world) {

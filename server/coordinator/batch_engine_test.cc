@@ -356,8 +356,14 @@ class ScriptedWorld final : public StepExecutor {
     absl::MutexLock lock(&mu_);
     return up_ ? absl::OkStatus() : absl::UnavailableError("the world is down");
   }
-  absl::StatusOr<StepOutcome> RunStep(const tpserve::v1::Step& step) override {
+  using StepExecutor::RunStep;
+  absl::StatusOr<StepOutcome> RunStep(const tpserve::v1::Step& step,
+                                      const StepMaskFill& masks) override {
     absl::MutexLock lock(&mu_);
+    if (step.masks_follow()) {
+      tpserve::v1::StepMasks unused;
+      masks(&unused);
+    }
     if (!up_) return absl::UnavailableError("the world is down");
     if (throw_steps_ > 0) {
       --throw_steps_;

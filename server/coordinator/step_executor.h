@@ -9,6 +9,7 @@
 #define TPSERVE_SERVER_COORDINATOR_STEP_EXECUTOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ struct StepOutcome {
   absl::Duration wall;               // fan-out to the last result
 };
 
+// Fills a step's structured-output masks (StepMasks.masks; its step_id is the executor's to
+// set). An executor calls it once the Step is on its way, so that the masks are computed while
+// the world runs the forward pass, and hands them to rank 0 alone.
+using StepMaskFill = std::function<void(tpserve::v1::StepMasks*)>;
+
 class StepExecutor {
  public:
   virtual ~StepExecutor() = default;
@@ -49,8 +55,14 @@ class StepExecutor {
 
   // Runs `step` (its sequences' tokens, positions, block tables and sampling) and returns
   // rank 0's sampled tokens, one per sampling sequence in the Step's order, checked against
-  // the vocabulary. Any error leaves the world down until the next Start().
-  virtual absl::StatusOr<StepOutcome> RunStep(const tpserve::v1::Step& step) = 0;
+  // the vocabulary. With step.masks_follow(), `masks` (then required) gives the masks rank 0
+  // samples under. Any error leaves the world down until the next Start().
+  virtual absl::StatusOr<StepOutcome> RunStep(const tpserve::v1::Step& step,
+                                              const StepMaskFill& masks) = 0;
+  // A step without masks.
+  absl::StatusOr<StepOutcome> RunStep(const tpserve::v1::Step& step) {
+    return RunStep(step, nullptr);
+  }
 
   // The world's KV cache: blocks and tokens per block. Valid after a successful Start().
   virtual int64_t kv_blocks() const = 0;

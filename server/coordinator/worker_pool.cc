@@ -386,7 +386,11 @@ void WorkerPool::ServeStoreRequest(Session* s, const StoreRequest& request) {
   });
 }
 
-absl::StatusOr<StepOutcome> WorkerPool::RunStep(const tpserve::v1::Step& step) {
+absl::StatusOr<StepOutcome> WorkerPool::RunStep(const tpserve::v1::Step& step,
+                                                const StepMaskFill& masks) {
+  if (step.masks_follow() && masks == nullptr) {
+    return absl::InvalidArgumentError("Step: masks_follow without masks");
+  }
   absl::MutexLock step_lock(&step_mu_);
   const absl::Time start = absl::Now();
   const absl::Duration budget =
@@ -420,6 +424,7 @@ absl::StatusOr<StepOutcome> WorkerPool::RunStep(const tpserve::v1::Step& step) {
       }
     }
   }
+  if (step.masks_follow()) SendMasks(step.step_id(), posted, masks);
   absl::Status joined = use_link_ ? AwaitResultsOnLink(step.step_id(), deadline, budget)
                                   : AwaitResultsOnStreams(step.step_id(), deadline, budget);
   if (!joined.ok()) return joined;
@@ -444,6 +449,25 @@ absl::StatusOr<StepOutcome> WorkerPool::RunStep(const tpserve::v1::Step& step) {
   }
   outcome.wall = absl::Now() - start;
   return outcome;
+}
+
+void WorkerPool::SendMasks(uint64_t step_id, bool on_link, const StepMaskFill& masks) {
+  tpserve::v1::StepMasks* step_masks = masks_message_.mutable_step_masks();
+  step_masks->Clear();
+  masks(step_masks);  // while the ranks run the forward pass
+  step_masks->set_step_id(step_id);
+  if (on_link) {
+    step_masks->SerializeToString(&masks_bytes_);
+    if (static_cast<int64_t>(masks_bytes_.size()) <= options_.link_masks_bytes &&
+        link_->PostMasks(step_id, masks_bytes_)) {
+      return;
+    }
+  }
+  Session* rank0 = sessions_.front().get();
+  if (!Write(rank0, masks_message_)) {
+    MarkDown(rank0->rank, absl::StatusCode::kUnavailable,
+             "cannot send the StepMasks: the stream broke");
+  }
 }
 
 void WorkerPool::MissedDeadlineLocked(uint64_t step_id, absl::Duration deadline) {

@@ -66,6 +66,9 @@ struct WorkerPoolOptions {
   // Offer the workers a shared-memory step link (ShmStepLink); used when every worker maps it,
   // i.e. every worker is on this host.
   bool step_link = true;
+  // The most bytes of a step's masks that go on the link (at most ShmStepLink::kMasksBytes,
+  // which holds 256 masks of a 64k vocabulary); larger masks take rank 0's stream.
+  int64_t link_masks_bytes = comm::ShmStepLink::kMasksBytes;
   // A worker that stops sending (it heartbeats every hang_timeout / 8) is named hung within
   // this long: the world is marked down naming it, and `on_hung` is called. Zero: no heartbeats.
   // Before a rank's first message of a world, kFirstWordGrace (1 s) more is allowed (for its
@@ -94,10 +97,13 @@ class WorkerPool final : public StepExecutor {
   // is DOWN and the Status names the rank and the reason.
   absl::Status Start() override;
 
-  // Sends `step` to every worker and joins the results. UNAVAILABLE at once while the world
-  // is down; DEADLINE_EXCEEDED (and the world down) when a worker misses the deadline
+  // Sends `step` to every worker, then (step.masks_follow) fills its masks and sends them to
+  // rank 0, and joins the results. UNAVAILABLE at once while the world is down;
+  // DEADLINE_EXCEEDED (and the world down) when a worker misses the deadline
   // (step.deadline_ms, else options.step_deadline); the worker's error otherwise.
-  absl::StatusOr<StepOutcome> RunStep(const tpserve::v1::Step& step) override;
+  using StepExecutor::RunStep;
+  absl::StatusOr<StepOutcome> RunStep(const tpserve::v1::Step& step,
+                                      const StepMaskFill& masks) override;
 
   // Sends Shutdown to every worker and closes the Sessions (bounded). Idempotent.
   void Shutdown(const std::string& reason);
@@ -137,6 +143,9 @@ class WorkerPool final : public StepExecutor {
   absl::Status AwaitResultsOnLink(uint64_t step_id, absl::Time deadline, absl::Duration budget)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Marks the world down, blaming the first rank without a result.
+  // Fills step `step_id`'s masks and sends them to rank 0: on the link when the Step went
+  // there and they fit, else on its stream.
+  void SendMasks(uint64_t step_id, bool on_link, const StepMaskFill& masks);
   void MissedDeadlineLocked(uint64_t step_id, absl::Duration budget)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands a worker's StoreRequest to the rendezvous server, its reply back to the worker.
@@ -179,9 +188,11 @@ class WorkerPool final : public StepExecutor {
   // This generation's step link: made by Start before the readers, reset by Teardown after
   // them (readers only Ring it); used for Steps when every worker mapped it.
   std::unique_ptr<comm::ShmStepLink> link_;
-  bool use_link_ = false;                         // owner thread / RunStep (never concurrent)
-  tpserve::v1::CoordinatorMessage step_message_;  // RunStep's, reused (under step_mu_)
-  std::string step_bytes_;                        // its Step serialized for the link
+  bool use_link_ = false;                          // owner thread / RunStep (never concurrent)
+  tpserve::v1::CoordinatorMessage step_message_;   // RunStep's, reused (under step_mu_)
+  std::string step_bytes_;                         // its Step serialized for the link
+  tpserve::v1::CoordinatorMessage masks_message_;  // RunStep's StepMasks, reused (step_mu_)
+  std::string masks_bytes_;                        // serialized for the link
 };
 
 }  // namespace tpserve::coordinator

@@ -269,6 +269,65 @@ TEST(WorkerPoolTest, StepsTakeTheLinkOrTheStreamsWithTheSameResult) {
   EXPECT_EQ(tokens[0].top_token_ids(1), tokens[1].top_token_ids(1));
 }
 
+// A step's masks go to rank 0 after the Step: on the link, on rank 0's stream when they are
+// too large for the link, or on the streams; each way rank 0 samples within them, and every
+// rank had the Step before the masks were done (they are computed during the forward pass).
+TEST(WorkerPoolTest, MasksFollowTheStepToRankZeroAloneAndBindItsSample) {
+  auto w0 = StartWorker();
+  auto w1 = StartWorker();
+  const int32_t argmax = InProcessArgmax();
+  const int32_t only = argmax == 42 ? 43 : 42;  // a token greedy would not take
+  struct Route {
+    bool step_link;
+    int64_t link_masks_bytes;
+  };
+  for (const Route route : {Route{true, comm::ShmStepLink::kMasksBytes}, Route{true, 0},
+                            Route{false, comm::ShmStepLink::kMasksBytes}}) {
+    SCOPED_TRACE(absl::StrCat("link ", route.step_link, ", masks ", route.link_masks_bytes));
+    WorkerPoolOptions options = PoolOptions({w0.get(), w1.get()});
+    options.step_link = route.step_link;
+    options.link_masks_bytes = route.link_masks_bytes;
+    WorkerPool pool(options);
+    ASSERT_TRUE(pool.Start().ok()) << pool.status();
+    for (uint64_t id = 1; id <= 3; ++id) {  // masked, plain, masked: the link's slot reused
+      tpserve::v1::Step step = PrefillStep(id);
+      const bool masked = id != 2;
+      step.set_masks_follow(masked);
+      int64_t masks_done = 0;
+      auto fill = [&](tpserve::v1::StepMasks* masks) {
+        absl::SleepFor(absl::Milliseconds(100));
+        std::string bits(49152 / 8, '\0');
+        bits[only / 8] = static_cast<char>(1 << (only % 8));
+        tpserve::v1::SequenceMask* mask = masks->add_masks();
+        mask->set_seq_id(7);
+        mask->set_allowed_tokens(bits);
+        masks_done = absl::GetCurrentTimeNanos();
+      };
+      absl::StatusOr<StepOutcome> outcome = pool.RunStep(step, fill);
+      ASSERT_TRUE(outcome.ok()) << outcome.status();
+      ASSERT_EQ(outcome->result.tokens_size(), 1);
+      EXPECT_EQ(outcome->result.tokens(0).token_id(), masked ? only : argmax);
+      if (!masked) continue;
+      for (const RankStepTimes& t : outcome->times) EXPECT_LT(t.received, masks_done);
+    }
+  }
+  // Masks a worker refuses (a sequence not in the step) fail the step, naming the field.
+  WorkerPool pool(PoolOptions({w0.get(), w1.get()}));
+  ASSERT_TRUE(pool.Start().ok()) << pool.status();
+  tpserve::v1::Step step = PrefillStep(1);
+  step.set_masks_follow(true);
+  absl::StatusOr<StepOutcome> refused =
+      pool.RunStep(step, [](tpserve::v1::StepMasks* masks) { masks->add_masks()->set_seq_id(99); });
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "rank 0: INVALID_ARGUMENT: StepMasks: masks[0]: seq_id 99 is not a sampling "
+                "sequence of step 1"),
+            std::string::npos)
+      << refused.status();
+  step.set_step_id(2);  // masks_follow with nothing to fill them: refused before it is sent
+  EXPECT_TRUE(absl::IsInvalidArgument(pool.RunStep(step).status()));
+}
+
 TEST(WorkerPoolTest, WorldOfTwoThenRankOneDies) {
   auto w0 = StartWorker();
   auto w1 = StartWorker();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
@@ -93,9 +94,6 @@ void AddStepSequence(const StepSequenceSpec& spec, const engine::SamplingParams&
   seq->set_sample_index(static_cast<uint32_t>(spec.sample_index));
   if (!spec.sample) return;
   SamplingToProto(params, seq->mutable_sampling());
-  if (!spec.allowed_tokens.empty()) {
-    seq->set_allowed_tokens(spec.allowed_tokens.data(), spec.allowed_tokens.size());
-  }
   if (PenaltiesOn(params)) {
     seq->mutable_penalty_token_ids()->Add(history.prompt.begin(), history.prompt.end());
     seq->mutable_penalty_token_ids()->Add(history.generated.begin(), history.generated.end());
@@ -139,18 +137,6 @@ absl::StatusOr<DecodedStep> DecodeStep(const tpserve::v1::Step& step, int32_t vo
       return SequenceError(s, absl::StrCat("sampling: logprobs ", sample.params.logprobs,
                                            " is above the limit of ", most));
     }
-    if (!in.allowed_tokens().empty()) {
-      const size_t want = (static_cast<size_t>(vocab_size) + 7) / 8;
-      const auto* bits = reinterpret_cast<const uint8_t*>(in.allowed_tokens().data());
-      if (in.allowed_tokens().size() != want) {
-        return SequenceError(s, absl::StrCat("allowed_tokens holds ", in.allowed_tokens().size(),
-                                             " bytes, want ", want, " (one bit per token)"));
-      }
-      if (std::all_of(bits, bits + want, [](uint8_t b) { return b == 0; })) {
-        return SequenceError(s, "allowed_tokens allows no token");
-      }
-      sample.allowed = absl::MakeConstSpan(bits, want);
-    }
     // penalty_token_ids is prompt + generated; its last sample_index are the generated ones.
     const absl::Span<const int32_t> history(in.penalty_token_ids().data(),
                                             in.penalty_token_ids().size());
@@ -160,6 +146,48 @@ absl::StatusOr<DecodedStep> DecodeStep(const tpserve::v1::Step& step, int32_t vo
     out.samples.push_back(std::move(sample));
   }
   return out;
+}
+
+void AddSequenceMask(uint64_t seq_id, absl::string_view allowed_tokens,
+                     tpserve::v1::StepMasks* masks) {
+  tpserve::v1::SequenceMask* mask = masks->add_masks();
+  mask->set_seq_id(seq_id);
+  mask->set_allowed_tokens(allowed_tokens.data(), allowed_tokens.size());
+}
+
+absl::Status ApplyStepMasks(const tpserve::v1::StepMasks& masks, uint64_t step_id,
+                            int32_t vocab_size, DecodedStep* decoded) {
+  if (masks.step_id() != step_id) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("StepMasks: step_id ", masks.step_id(), " is not the step's, ", step_id));
+  }
+  absl::flat_hash_map<uint64_t, SampleSpec*> samples;
+  for (SampleSpec& sample : decoded->samples) samples[sample.seq_id] = &sample;
+  const size_t want = (static_cast<size_t>(vocab_size) + 7) / 8;
+  for (int m = 0; m < masks.masks_size(); ++m) {
+    const tpserve::v1::SequenceMask& in = masks.masks(m);
+    auto refuse = [m](absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat("StepMasks: masks[", m, "]: ", why));
+    };
+    auto it = samples.find(in.seq_id());
+    if (it == samples.end()) {
+      return refuse(
+          absl::StrCat("seq_id ", in.seq_id(), " is not a sampling sequence of step ", step_id));
+    }
+    if (!it->second->allowed.empty()) {
+      return refuse(absl::StrCat("seq_id ", in.seq_id(), " has a mask already"));
+    }
+    const auto* bits = reinterpret_cast<const uint8_t*>(in.allowed_tokens().data());
+    if (in.allowed_tokens().size() != want) {
+      return refuse(absl::StrCat("allowed_tokens holds ", in.allowed_tokens().size(),
+                                 " bytes, want ", want, " (one bit per token)"));
+    }
+    if (std::all_of(bits, bits + want, [](uint8_t b) { return b == 0; })) {
+      return refuse("allowed_tokens allows no token");
+    }
+    it->second->allowed = absl::MakeConstSpan(bits, want);
+  }
+  return absl::OkStatus();
 }
 
 void AddSampledToken(uint64_t seq_id, const engine::SampleResult& sampled,

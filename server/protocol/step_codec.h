@@ -6,6 +6,7 @@
 // encodes what it sampled. Each side checks what its peer sent while decoding it, so a bad
 // message is an InvalidArgument naming the field and the limit, never a crash:
 //   DecodeStep        (worker)       ids, positions and sampling fields, before any kernel;
+//   ApplyStepMasks    (worker rank 0) the structured-output masks that follow a Step;
 //   SampleDecodedStep (worker rank 0, and the in-process world of `tpserve generate`) draws;
 //   CheckStepResult   (coordinator)  counts, sequence ids, token ids and top-n lengths.
 // Stateless; thread-safe.
@@ -41,7 +42,6 @@ struct StepSequenceSpec {
   absl::Span<const int32_t> block_table;  // KV blocks covering [0, start_pos + tokens)
   bool sample = false;                    // sample after this step
   uint64_t sample_index = 0;              // index of that token among the generated ones
-  absl::string_view allowed_tokens;       // a structured-output mask (StepSequence's), or ""
 };
 
 // Appends `spec` to `step`. When sampling, carries `params` and — only if a penalty is on —
@@ -56,7 +56,7 @@ struct SampleSpec {
   engine::SamplingParams params;
   engine::TokenHistory history;
   uint64_t sample_index = 0;
-  absl::Span<const uint8_t> allowed;  // the Step's allowed_tokens mask; empty: every token
+  absl::Span<const uint8_t> allowed;  // its StepMasks mask (ApplyStepMasks); empty: every token
 };
 
 struct DecodedStep {
@@ -70,6 +70,16 @@ struct DecodedStep {
 // ranges (engine::ValidateSamplingParams; logprobs at most kMaxLogprobs and the vocabulary).
 // The batch itself is checked against the model by engine::ValidateStep.
 absl::StatusOr<DecodedStep> DecodeStep(const tpserve::v1::Step& step, int32_t vocab_size);
+
+// Appends `seq_id`'s mask (ceil(vocab / 8) bytes, bit id % 8 of byte id / 8) to `masks`.
+void AddSequenceMask(uint64_t seq_id, absl::string_view allowed_tokens,
+                     tpserve::v1::StepMasks* masks);
+
+// Points `decoded`'s samples at the masks of `masks`, which must outlive them. InvalidArgument
+// naming the mask and field when `masks` is not of step `step_id`, a seq_id is not a sampling
+// sequence of the step or repeats, or a mask is not ceil(vocab / 8) bytes or allows no token.
+absl::Status ApplyStepMasks(const tpserve::v1::StepMasks& masks, uint64_t step_id,
+                            int32_t vocab_size, DecodedStep* decoded);
 
 // ---- Worker → coordinator.
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -127,20 +128,44 @@ TEST(StepCodecTest, RefusesHostileSteps) {
             std::string::npos);
 }
 
-TEST(StepCodecTest, AnAllowedTokensMaskTravelsAndIsChecked) {
+TEST(StepCodecTest, StepMasksReachTheirSamplesAndAreChecked) {
   tpserve::v1::Step step = TwoSequenceStep();
+  step.set_step_id(8);
   std::string mask(kVocab / 8, '\0');
   mask[1] = 0x04;  // token 10 alone
-  step.mutable_sequences(1)->set_allowed_tokens(mask);
-  absl::StatusOr<DecodedStep> d = DecodeStep(step, kVocab);
-  ASSERT_TRUE(d.ok()) << d.status();
-  ASSERT_EQ(d->samples[0].allowed.size(), mask.size());
-  EXPECT_EQ(d->samples[0].allowed[1], 0x04);
-  step.mutable_sequences(1)->set_allowed_tokens(mask.substr(1));
-  EXPECT_EQ(Refusal(step),
-            "Step: sequences[1]: allowed_tokens holds 124 bytes, want 125 (one bit per token)");
-  step.mutable_sequences(1)->set_allowed_tokens(std::string(kVocab / 8, '\0'));
-  EXPECT_EQ(Refusal(step), "Step: sequences[1]: allowed_tokens allows no token");
+  auto apply = [&](const tpserve::v1::StepMasks& masks) {
+    absl::StatusOr<DecodedStep> d = DecodeStep(step, kVocab);
+    EXPECT_TRUE(d.ok()) << d.status();
+    absl::Status applied = ApplyStepMasks(masks, 8, kVocab, &*d);
+    return std::make_pair(applied, applied.ok() ? d->samples[0].allowed.size() : 0);
+  };
+  tpserve::v1::StepMasks masks;
+  masks.set_step_id(8);
+  AddSequenceMask(12, mask, &masks);
+  auto [ok, size] = apply(masks);
+  EXPECT_TRUE(ok.ok()) << ok;
+  EXPECT_EQ(size, mask.size());
+  {  // the span views the message's bytes
+    absl::StatusOr<DecodedStep> d = DecodeStep(step, kVocab);
+    ASSERT_TRUE(ApplyStepMasks(masks, 8, kVocab, &*d).ok());
+    EXPECT_EQ(d->samples[0].allowed[1], 0x04);
+  }
+  tpserve::v1::StepMasks other = masks;
+  other.set_step_id(9);
+  EXPECT_EQ(apply(other).first.message(), "StepMasks: step_id 9 is not the step's, 8");
+  other = masks;
+  other.mutable_masks(0)->set_seq_id(11);  // in the step, but does not sample
+  EXPECT_EQ(apply(other).first.message(),
+            "StepMasks: masks[0]: seq_id 11 is not a sampling sequence of step 8");
+  other = masks;
+  AddSequenceMask(12, mask, &other);
+  EXPECT_EQ(apply(other).first.message(), "StepMasks: masks[1]: seq_id 12 has a mask already");
+  other = masks;
+  other.mutable_masks(0)->set_allowed_tokens(mask.substr(1));
+  EXPECT_EQ(apply(other).first.message(),
+            "StepMasks: masks[0]: allowed_tokens holds 124 bytes, want 125 (one bit per token)");
+  other.mutable_masks(0)->set_allowed_tokens(std::string(kVocab / 8, '\0'));
+  EXPECT_EQ(apply(other).first.message(), "StepMasks: masks[0]: allowed_tokens allows no token");
 }
 
 TEST(StepCodecTest, ALogprobsLimitNeverExceedsTheVocabulary) {

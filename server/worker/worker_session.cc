@@ -30,6 +30,8 @@ namespace {
 
 // How long an executor with a core to spare watches the link for the next step.
 constexpr absl::Duration kPollForNextStep = absl::Milliseconds(1);
+// How long rank 0 waits for a step's masks when the Step names no deadline.
+constexpr absl::Duration kMasksWait = absl::Seconds(60);
 
 WorkerMessage ErrorMessage(const std::string& text) {
   WorkerMessage m;
@@ -155,7 +157,7 @@ void WorkerSession::ReadUntilEnd() {
     }
     const bool shutdown = message.has_shutdown();
     if (shutdown) LOG(INFO) << "Shutdown: " << message.shutdown().reason();
-    if (message.has_step() || message.has_init() || shutdown) {
+    if (message.has_step() || message.has_step_masks() || message.has_init() || shutdown) {
       const int64_t received = absl::GetCurrentTimeNanos();
       {
         absl::MutexLock lock(&mu_);
@@ -341,7 +343,13 @@ void WorkerSession::ServeSteps() {
             this));
       }
       if (closed_ && (inbox_.empty() || !inbox_.front().message.has_shutdown())) return;
-      if (!inbox_.empty()) {
+      // The masks of a step still to come on the link (they were too large for it) wait in
+      // the inbox for that step's AwaitMasks.
+      const bool masks_of_a_link_step =
+          !inbox_.empty() && link_ != nullptr && rank_ == 0 &&
+          inbox_.front().message.has_step_masks() &&
+          inbox_.front().message.step_masks().step_id() > last_step_id_;
+      if (!inbox_.empty() && !masks_of_a_link_step) {
         inbound = std::move(inbox_.front());
         inbox_.pop_front();
       }
@@ -351,6 +359,15 @@ void WorkerSession::ServeSteps() {
       if (inbound->message.has_init()) {
         Fail("a second Init on one Session");
         return;
+      }
+      if (inbound->message.has_step_masks()) {  // outside its step
+        const uint64_t id = inbound->message.step_masks().step_id();
+        if (id > last_step_id_ || rank_ != 0) {
+          Fail(absl::StrCat("rank ", rank_, ": a StepMasks of step ", id,
+                            (rank_ != 0 ? " to a rank that does not sample" : " before its Step")));
+          return;
+        }
+        continue;  // of a step that failed before its masks were taken
       }
       WorkerMessage result;
       StepResult* step_result = result.mutable_step_result();
@@ -397,8 +414,57 @@ bool WorkerSession::RunLinkStep(uint64_t id, absl::string_view bytes) {
   return true;
 }
 
+absl::Status WorkerSession::AwaitMasks(const Step& step, absl::Time deadline) {
+  const uint64_t id = step.step_id();
+  auto take_from_inbox = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto it = inbox_.begin(); it != inbox_.end();) {
+      if (!it->message.has_step_masks() || it->message.step_masks().step_id() > id) {
+        ++it;
+        continue;
+      }
+      const bool mine = it->message.step_masks().step_id() == id;
+      if (mine) step_masks_ = std::move(*it->message.mutable_step_masks());
+      it = inbox_.erase(it);  // mine, or of an earlier step that failed before taking its own
+      if (mine) return true;
+    }
+    return false;
+  };
+  while (true) {
+    const uint32_t bell = link_ != nullptr ? link_->Bell() : 0;
+    if (link_ != nullptr) {
+      if (std::optional<absl::string_view> bytes = link_->Masks(id)) {
+        if (!step_masks_.ParseFromArray(bytes->data(), static_cast<int>(bytes->size()))) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("the StepMasks of step ", id, " on the link does not parse"));
+        }
+        return absl::OkStatus();
+      }
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (take_from_inbox()) return absl::OkStatus();
+      if (link_ == nullptr) {
+        auto news = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return closed_ || std::any_of(inbox_.begin(), inbox_.end(), [](const Inbound& in) {
+                   return in.message.has_step_masks();
+                 });
+        };
+        mu_.AwaitWithDeadline(absl::Condition(&news), deadline);
+        if (take_from_inbox()) return absl::OkStatus();
+      }
+      if (closed_) return absl::CancelledError("the session ended before the step's masks came");
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the StepMasks of step ", id, " did not come within the step's deadline"));
+    }
+    if (link_ != nullptr) link_->Wait(bell, deadline);
+  }
+}
+
 void WorkerSession::RunStep(const Step& step, StepResult* out) {
   const absl::Time start = absl::Now();
+  last_step_id_ = std::max(last_step_id_, step.step_id());
   const int64_t comm_before = comm_->comm_ns();
   StepResult& result = *out;
   result.set_step_id(step.step_id());
@@ -412,6 +478,15 @@ void WorkerSession::RunStep(const Step& step, StepResult* out) {
   // Rank 0 only samples from here on: wake the coordinator now, so that it is running (not
   // still waking up) when the result lands.
   if (link_ != nullptr && rank_ == 0) link_->Nudge();
+  if (status.ok() && rank_ == 0 && step.masks_follow()) {
+    const absl::Duration budget =
+        step.deadline_ms() > 0 ? absl::Milliseconds(step.deadline_ms()) : kMasksWait;
+    status = AwaitMasks(step, start + budget);
+    if (status.ok()) {
+      status = protocol::ApplyStepMasks(step_masks_, step.step_id(), static_cast<int32_t>(vocab),
+                                        &*decoded);
+    }
+  }
   if (status.ok() && rank_ == 0) {
     status = protocol::SampleDecodedStep(*decoded, logits_, static_cast<int32_t>(vocab), &sampler_,
                                          &result);

@@ -131,6 +131,10 @@ class WorkerSession {
   // Runs the step `bytes` (id `id`) from the link and posts its result there; false (after
   // Fail) when it cannot.
   bool RunLinkStep(uint64_t id, absl::string_view bytes);
+  // Rank 0: waits for step's StepMasks (on the link or the stream) into step_masks_, until
+  // `deadline` or the session's end.
+  absl::Status AwaitMasks(const tpserve::v1::Step& step, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Runs `step` into `out` (its timings, tokens or error).
   void RunStep(const tpserve::v1::Step& step, tpserve::v1::StepResult* out);
   // Sends a fatal error, then gives the coordinator close_grace to end the stream.
@@ -160,7 +164,7 @@ class WorkerSession {
 
   absl::Mutex mu_;
   struct Inbound {
-    tpserve::v1::CoordinatorMessage message;  // Step, Init (refused) or Shutdown
+    tpserve::v1::CoordinatorMessage message;  // Step, StepMasks, Init (refused) or Shutdown
     int64_t received_unix_ns = 0;             // when the reader got it
   };
   std::deque<Inbound> inbox_ ABSL_GUARDED_BY(mu_);
@@ -183,6 +187,8 @@ class WorkerSession {
   std::unique_ptr<engine::LlamaModel> model_;
   engine::Sampler sampler_;
   std::vector<float> logits_;            // [rows, vocab] of the current step
+  uint64_t last_step_id_ = 0;            // the latest step run
+  tpserve::v1::StepMasks step_masks_;    // the current step's masks (rank 0; reused)
   tpserve::v1::Step link_step_;          // the step read from the link (reused)
   tpserve::v1::StepResult link_result_;  // its result (reused)
   std::string link_bytes_;               // its result serialized (reused)

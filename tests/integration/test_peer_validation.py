@@ -3,7 +3,7 @@
 A "coordinator" test client holding a valid cluster certificate (mutual TLS with a CA made by
 `openssl` in the test: authenticated, so only validation stands between it and the worker)
 sends a standalone `tpserve worker` every hostile Init and, on a session it built properly,
-every hostile Step: each gets an error naming the field, and the worker stays up and keeps
+every hostile Step and StepMasks: each gets an error naming the field, and the worker stays up and keeps
 serving the same session. A fake worker (a Python gRPC server)
 answers Ready and then steps with ids outside the vocabulary: `tpserve generate --workers`
 and `tpserve coordinator` refuse its step with a message, the coordinator fails the request
@@ -137,6 +137,31 @@ HOSTILE_STEPS = [
 ]
 
 
+def _mask(*allowed):
+    bits = bytearray((VOCAB + 7) // 8)
+    for t in allowed:
+        bits[t // 8] |= 1 << (t % 8)
+    return bytes(bits)
+
+
+# StepMasks that follow a Step (masks_follow) to rank 0: the masks and what the worker says.
+HOSTILE_MASKS = [
+    (lambda step_id: worker_pb2.StepMasks(step_id=step_id, masks=[
+        worker_pb2.SequenceMask(seq_id=9, allowed_tokens=_mask(5))]),
+     "masks[0]: seq_id 9 is not a sampling sequence"),
+    (lambda step_id: worker_pb2.StepMasks(step_id=step_id, masks=[
+        worker_pb2.SequenceMask(seq_id=1, allowed_tokens=b"\x01" * 7)]),
+     "allowed_tokens holds 7 bytes, want 6144"),
+    (lambda step_id: worker_pb2.StepMasks(step_id=step_id, masks=[
+        worker_pb2.SequenceMask(seq_id=1, allowed_tokens=_mask())]),
+     "allowed_tokens allows no token"),
+    (lambda step_id: worker_pb2.StepMasks(step_id=step_id, masks=[
+        worker_pb2.SequenceMask(seq_id=1, allowed_tokens=_mask(5)),
+        worker_pb2.SequenceMask(seq_id=1, allowed_tokens=_mask(5))]),
+     "masks[1]: seq_id 1 has a mask already"),
+]
+
+
 def test_hostile_steps_are_refused_on_a_live_session(worker, smollm_gguf):
     address, proc, credentials = worker
     session = Session(address, credentials)
@@ -153,6 +178,23 @@ def test_hostile_steps_are_refused_on_a_live_session(worker, smollm_gguf):
             assert result.step_id == step_id
             assert message in result.error, (message, result.error)
             assert not result.tokens
+        for masks, message in HOSTILE_MASKS:
+            step_id += 1
+            session.send(step=worker_pb2.Step(step_id=step_id, sequences=[_seq()],
+                                              masks_follow=True))
+            session.send(step_masks=masks(step_id))
+            result = session.reply().step_result
+            assert message in result.error, (message, result.error)
+            assert not result.tokens
+        # Good masks bind the sample: the one token allowed is drawn.
+        step_id += 1
+        session.send(step=worker_pb2.Step(step_id=step_id, sequences=[_seq()],
+                                          masks_follow=True))
+        session.send(step_masks=worker_pb2.StepMasks(step_id=step_id, masks=[
+            worker_pb2.SequenceMask(seq_id=1, allowed_tokens=_mask(4242))]))
+        result = session.reply().step_result
+        assert not result.error, result.error
+        assert [t.token_id for t in result.tokens] == [4242]
         # The same session still serves a good step: greedy, with two alternatives.
         session.send(step=worker_pb2.Step(step_id=step_id + 1, sequences=[
             _seq(tokens=(1, 504, 3458), blocks=(0,), logprobs=2)]))

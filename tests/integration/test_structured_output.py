@@ -4,12 +4,15 @@ response_format json_schema), greedy and at temperature 1, each finished output 
 Python's `jsonschema`; json_object; regexes and grammars through gRPC (each output matched by
 Python's `re`); bad schemas, regexes and grammars refused with the field and the JSON pointer;
 tool calls (`auto`, `required`, a named function, `none`), whole and streamed, and a multi-turn
-conversation with a tool's result; a resumed stream that keeps to its grammar. Every call has
+conversation with a tool's result; a resumed stream that keeps to its grammar; constrained
+requests preempted and recomputed in a tight KV cache, and served from the prefix cache, with
+the tokens they get alone on a roomy server; other world sizes. Every call has
 a timeout; the server is stopped in a finalizer. Budget: a few minutes on two cores."""
 import concurrent.futures
 import json
 import pathlib
 import re
+import urllib.request
 
 import grpc
 import jsonschema
@@ -18,6 +21,7 @@ import pytest
 
 import serve_procs
 from serve_procs import collect
+from worker_procs import free_port
 from tpserve.v1 import generate_pb2 as pb
 from tpserve.v1 import generate_pb2_grpc as pb_grpc
 
@@ -317,3 +321,47 @@ def test_a_stop_string_ends_a_constrained_output(server):
                     regex=r"(yes|no), because [a-z ]{1,40}\."))
     assert res.finish_reason == pb.FINISH_REASON_STOP, res
     assert res.text in ("yes", "no"), res.text
+
+
+def _metric(server, name):
+    with urllib.request.urlopen(f"http://{server.metrics}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + " ") or line.startswith(name + "{"))
+
+
+def test_preempted_and_prefix_cached_requests_keep_their_grammar_and_tokens(
+        request, tmp_path_factory, tpserve_bin, smollm_gguf, server):
+    """A KV cache of under 200 tokens and steps of at most 24: eight concurrent constrained
+    requests are preempted and recomputed (their grammar state kept), and each gets exactly
+    the tokens it gets alone on the roomy server; run twice more, one is served from the
+    prefix cache the second time, with the same tokens."""
+    log = tmp_path_factory.mktemp("structured_tight") / "serve.log"
+    metrics_port = free_port("127.0.0.1")
+    tight = serve_procs.start_serving_http(request, tpserve_bin, smollm_gguf, log, tp=TP,
+                                           threads=1, kv_budget_mb=3, max_batch_tokens=24,
+                                           max_running=16, metrics_port=metrics_port)
+    tight.metrics = f"127.0.0.1:{metrics_port}"
+    regex = r"([a-z]+ ){4,40}[a-z]+\."
+    subjects = ["lighthouses", "kettles", "glaciers", "owls", "violins", "bridges", "tides",
+                "lanterns"]
+    reqs = [dict(prompt=f"Here are some notes about {s}, written as lowercase words with no "
+                        f"punctuation until the end: ", max_tokens=26 + i % 5, temperature=0,
+                 structured_output=pb.StructuredOutput(regex=regex))
+            for i, s in enumerate(subjects)]
+    alone = [_grpc(server, **r) for r in reqs]
+    with concurrent.futures.ThreadPoolExecutor(len(reqs)) as pool:
+        batched = list(pool.map(lambda r: _grpc(tight, **r), reqs))
+    for a, b in zip(alone, batched):
+        assert a.ids == b.ids, (a.text, b.text)
+        if b.finish_reason == pb.FINISH_REASON_LENGTH:  # ended inside: a prefix of the language
+            assert re.fullmatch(r"([a-z]+ )*[a-z]*", b.text), b.text
+        else:
+            assert re.fullmatch(regex, b.text), b.text
+    assert _metric(tight, "tpserve_preemptions_total") > 0, "the KV cache never ran out"
+    assert _grpc(tight, **reqs[0]).ids == alone[0].ids  # its prefix cached (the batch's evicted)
+    hits = _metric(tight, "tpserve_prefix_cache_hits_total")
+    again = _grpc(tight, **reqs[0])
+    assert again.ids == alone[0].ids
+    assert _metric(tight, "tpserve_prefix_cache_hits_total") > hits, "no prefix was reused"
+    assert serve_procs.stop(tight, timeout_s=60) == 0, tight.log_tail()

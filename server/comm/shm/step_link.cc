@@ -14,7 +14,7 @@
 namespace tpserve::comm {
 namespace {
 
-constexpr uint64_t kMagic = 0x31766b6e696c7074;  // "tplinkv1"
+constexpr uint64_t kMagic = 0x32766b6e696c7074;  // "tplinkv2"
 constexpr int kMaxWorld = 1024;
 
 struct alignas(64) Header {
@@ -39,7 +39,9 @@ struct ShmStepLink::Layout {
   static constexpr int64_t kCoordinatorBell = sizeof(Header);
   static constexpr int64_t kStepSlot = kCoordinatorBell + sizeof(Doorbell);
   static constexpr int64_t kStepData = kStepSlot + sizeof(Slot);
-  static constexpr int64_t kRanks = kStepData + kStepBytes;
+  static constexpr int64_t kMasksSlot = kStepData + kStepBytes;
+  static constexpr int64_t kMasksData = kMasksSlot + sizeof(Slot);
+  static constexpr int64_t kRanks = kMasksData + kMasksBytes;
   static constexpr int64_t kRankStride = sizeof(Doorbell) + sizeof(Slot) + kResultBytes;
   static int64_t Bell(int side) {
     return side == kCoordinator ? kCoordinatorBell : kRanks + side * kRankStride;
@@ -124,6 +126,22 @@ std::optional<std::pair<uint64_t, absl::string_view>> ShmStepLink::NewStep(uint6
   if (id == 0 || id == seen_id) return std::nullopt;
   const uint64_t size = std::min<uint64_t>(slot->size, kStepBytes);
   return std::make_pair(id, absl::string_view(At(Layout::kStepData), size));
+}
+
+bool ShmStepLink::PostMasks(uint64_t id, absl::string_view bytes) {
+  if (static_cast<int64_t>(bytes.size()) > kMasksBytes) return false;
+  auto* slot = reinterpret_cast<Slot*>(At(Layout::kMasksSlot));
+  std::memcpy(At(Layout::kMasksData), bytes.data(), bytes.size());
+  slot->size = bytes.size();
+  slot->id.store(id, std::memory_order_release);
+  RingSide(0);
+  return true;
+}
+
+std::optional<absl::string_view> ShmStepLink::Masks(uint64_t id) const {
+  const auto* slot = reinterpret_cast<const Slot*>(At(Layout::kMasksSlot));
+  if (slot->id.load(std::memory_order_acquire) != id) return std::nullopt;
+  return absl::string_view(At(Layout::kMasksData), std::min<uint64_t>(slot->size, kMasksBytes));
 }
 
 absl::Status ShmStepLink::PostResult(uint64_t id, absl::string_view bytes) {

@@ -6,10 +6,12 @@
 //
 // The link moves bytes (serialized messages); callers parse and validate them.
 //   segment: header | step slot {id, size, bytes[kStepBytes]}
+//            | masks slot {id, size, bytes[kMasksBytes]} (for rank 0)
 //            | per rank {doorbell, result slot {id, size, bytes[kResultBytes]}}
 //            | the coordinator's doorbell
 // The coordinator writes the step slot only when every rank has posted its result of the
-// previous step, so a worker may read it in place until it posts its own result. Doorbells
+// previous step, so a worker may read it in place until it posts its own result; so too the
+// masks slot, which the coordinator writes after the step slot, for rank 0 alone. Doorbells
 // are futex words that only count up: whoever has news for a side rings its bell (posting a
 // step rings every worker's, posting a result the coordinator's; a side's own threads ring it
 // for news that came another way, e.g. a gRPC message or a teardown), and that side sleeps
@@ -36,6 +38,7 @@ namespace tpserve::comm {
 class ShmStepLink {
  public:
   static constexpr int64_t kStepBytes = int64_t{4} << 20;
+  static constexpr int64_t kMasksBytes = int64_t{2} << 20;
   static constexpr int64_t kResultBytes = int64_t{256} << 10;
   static constexpr int kCoordinator = -1;  // the side that is not a rank
 
@@ -59,6 +62,11 @@ class ShmStepLink {
   // A worker: the step posted last if its id is not `seen_id`, else nullopt. Valid until this
   // rank posts its result.
   std::optional<std::pair<uint64_t, absl::string_view>> NewStep(uint64_t seen_id) const;
+  // The coordinator: writes the masks of step `id` (posted last) and rings rank 0. False, with
+  // nothing written, when `bytes` exceeds kMasksBytes.
+  bool PostMasks(uint64_t id, absl::string_view bytes);
+  // Rank 0: the masks of step `id`, if posted. Valid until this rank posts its result.
+  std::optional<absl::string_view> Masks(uint64_t id) const;
   // A worker: posts its result of step `id` and rings the coordinator. ResourceExhausted when
   // `bytes` exceeds kResultBytes.
   absl::Status PostResult(uint64_t id, absl::string_view bytes);

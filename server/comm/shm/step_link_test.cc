@@ -1,11 +1,13 @@
 // ShmStepLink: a coordinator and two workers as threads (each maps the segment itself) pass
-// a thousand steps and results of varying sizes; oversized messages are refused; a side's own
-// Ring wakes its waiting thread at once; names that are not links are refused.
+// a thousand steps (every other one with masks for rank 0) and results of varying sizes; oversized
+// messages are refused; a side's own Ring wakes its waiting thread at once; names that are not
+// links are refused.
 #include "server/comm/shm/step_link.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,6 +53,15 @@ TEST(ShmStepLinkTest, StepsOutResultsBackInOrder) {
         }
         seen = step->first;
         if (step->second != Payload(seen, -1, seen % 97 * 13)) ++errors[r];
+        if (r == 0 && seen % 2 == 0) {  // even steps' masks follow, to rank 0
+          const absl::Time deadline = absl::Now() + absl::Seconds(10);
+          std::optional<absl::string_view> masks;
+          while (!(masks = link.Masks(seen)).has_value() && absl::Now() < deadline) {
+            const uint32_t rung = link.Bell();
+            if (!link.Masks(seen).has_value()) link.Wait(rung, deadline);
+          }
+          if (!masks.has_value() || *masks != Payload(seen, -2, seen % 53 * 17)) ++errors[r];
+        }
         if (!link.PostResult(seen, Payload(seen, r, seen % 89 * (r + 1))).ok()) ++errors[r];
       }
     });
@@ -58,6 +69,7 @@ TEST(ShmStepLinkTest, StepsOutResultsBackInOrder) {
   int bad = 0;
   for (uint64_t id = 1; id <= kSteps; ++id) {
     ASSERT_TRUE((*coordinator)->PostStep(id, Payload(id, -1, id % 97 * 13)));
+    if (id % 2 == 0) ASSERT_TRUE((*coordinator)->PostMasks(id, Payload(id, -2, id % 53 * 17)));
     for (int r = 0; r < kWorld; ++r) {
       const absl::Time deadline = absl::Now() + absl::Seconds(10);
       while (true) {
@@ -83,6 +95,8 @@ TEST(ShmStepLinkTest, RefusesOversizedMessagesAndForeignNames) {
   ASSERT_TRUE(worker.ok());
   EXPECT_FALSE((*coordinator)->PostStep(1, std::string(ShmStepLink::kStepBytes + 1, 'x')));
   EXPECT_FALSE((*worker)->NewStep(0).has_value()) << "a refused step is not posted";
+  EXPECT_FALSE((*coordinator)->PostMasks(1, std::string(ShmStepLink::kMasksBytes + 1, 'x')));
+  EXPECT_FALSE((*worker)->Masks(1).has_value()) << "refused masks are not posted";
   EXPECT_EQ((*worker)->PostResult(1, std::string(ShmStepLink::kResultBytes + 1, 'x')).code(),
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(ShmStepLink::Open((*coordinator)->name(), 0, 2).status().code(),
