@@ -21,6 +21,7 @@
 #include "server/cli/worker_command.h"
 #include "server/common/flags/flag_names.h"
 #include "server/common/flags/sampling_flags.h"
+#include "server/coordinator/speculator.h"
 #include "server/coordinator/worker_pool.h"
 
 ABSL_FLAG(std::string, model, "",
@@ -73,6 +74,13 @@ ABSL_FLAG(std::string, served_model_name, "",
           "(default: the file's general.name, else its file name)");
 ABSL_FLAG(bool, prefix_caching, true,
           "serve/coordinator: reuse the KV blocks of shared prompt prefixes (false: off)");
+ABSL_FLAG(std::string, speculative, "off",
+          "serve/coordinator: speculative decoding, off or ngram (prompt lookup: proposals from "
+          "the sequence's own prompt and output, verified in one step; tokens identical to "
+          "plain decoding)");
+ABSL_FLAG(int32_t, num_speculative_tokens, 4,
+          "serve/coordinator --speculative: the most tokens proposed per sequence and step, "
+          "[1, 16]");
 ABSL_FLAG(int, http_port, 0,
           "serve/coordinator: port of the OpenAI-compatible HTTP API on --host (0: off)");
 ABSL_FLAG(int, http_max_connections, 64,
@@ -264,6 +272,15 @@ absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {
   c.engine.scheduler.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   c.engine.scheduler.max_running = absl::GetFlag(FLAGS_max_running);
   c.engine.prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
+  absl::StatusOr<tpserve::coordinator::SpeculativeMode> speculative =
+      tpserve::coordinator::ParseSpeculativeMode(absl::GetFlag(FLAGS_speculative));
+  if (!speculative.ok()) return speculative.status();
+  c.engine.speculative.mode = *speculative;
+  c.engine.speculative.max_draft = absl::GetFlag(FLAGS_num_speculative_tokens);
+  if (absl::Status valid = tpserve::coordinator::ValidateSpeculativeOptions(c.engine.speculative);
+      !valid.ok()) {
+    return valid;
+  }
   c.pool.kv_budget_bytes = absl::GetFlag(FLAGS_kv_budget_mb) << 20;
   c.pool.threads = static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_threads)));
   c.pool.dequantize = absl::GetFlag(FLAGS_dequantize);

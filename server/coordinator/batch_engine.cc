@@ -35,6 +35,9 @@ struct BatchEngine::Request {
   // token is then dropped and the request ended with that error).
   std::unique_ptr<grammar::TokenConstraint> constraint;
   absl::Status mask_failed;
+  // Speculative decoding: tokens proposed for it, and those accepted so far.
+  int64_t spec_proposed = 0;
+  int64_t spec_accepted = 0;
 };
 
 namespace {
@@ -61,6 +64,7 @@ BatchEngine::BatchEngine(BatchEngineOptions options, StepExecutor* executor,
       tokenizer_(tokenizer),
       metrics_(metrics),
       on_ready_(std::move(on_ready)),
+      speculator_(options.speculative),
       seed_state_(absl::Uniform<uint64_t>(absl::BitGen())) {}
 
 BatchEngine::~BatchEngine() { Stop(); }
@@ -213,6 +217,7 @@ void BatchEngine::Turn() {
                          absl::Milliseconds(100));
     return;
   }
+  ProposeDrafts();
   const StepPlan plan = scheduler_->Schedule();
   if (plan.empty()) {
     // Every request fits the cache alone, so this only happens while a cancelled request
@@ -376,7 +381,8 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
                                .start_pos = e.start,
                                .block_table = e.seq->block_table,
                                .sample = e.sample,
-                               .sample_index = e.seq->generated.size()},
+                               .sample_index = e.seq->generated.size(),
+                               .draft_tokens = e.draft},
                               request.spec.sampling, {e.seq->prompt, e.seq->generated}, &step);
     samples += e.sample ? 1 : 0;
     if (e.sample && request.constraint != nullptr) constrained.push_back(&request);
@@ -437,13 +443,64 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
     LOG(ERROR) << "step " << step.step_id() << ": rank 0 sampled " << outcome->result.tokens_size()
                << " tokens, " << samples << " asked for";
   }
-  for (const tpserve::v1::SampledToken& token : outcome->result.tokens()) {
-    auto it = requests_.find(token.seq_id());
+  speculator_.ObserveStep(plan.tokens, outcome->wall);
+  absl::flat_hash_map<uint64_t, int64_t> drafted;
+  for (const PlannedSequence& e : plan.entries) {
+    if (e.draft > 0) drafted[e.seq->id] = e.draft;
+  }
+  // Each sequence's draws are together, in the Step's order (CheckStepResult).
+  const auto& sampled = outcome->result.tokens();
+  std::vector<engine::SampleResult> draws;
+  for (int i = 0, end = 0; i < sampled.size(); i = end) {
+    const uint64_t id = sampled[i].seq_id();
+    draws.clear();
+    for (end = i; end < sampled.size() && sampled[end].seq_id() == id; ++end) {
+      draws.push_back(protocol::FromSampledToken(sampled[end]));
+    }
+    auto it = requests_.find(id);
     if (it == requests_.end()) continue;
-    Request* request = it->second.get();
-    Deliver(request, protocol::FromSampledToken(token));
+    auto found = drafted.find(id);
+    DeliverDraws(it->second.get(), draws, found != drafted.end() ? found->second : 0);
   }
   return true;
+}
+
+void BatchEngine::ProposeDrafts() {
+  int64_t batch = 0;  // decoding sequences: a Step's plain share of the batch
+  for (auto& [id, request] : requests_) {
+    const Sequence& seq = request->seq;
+    batch += seq.computed > 0 && seq.computed + 1 == seq.length() ? 1 : 0;
+  }
+  for (auto& [id, request] : requests_) {
+    Sequence& seq = request->seq;
+    const bool decoding = seq.computed > 0 && seq.computed + 1 == seq.length();
+    if (!decoding || request->constraint != nullptr) {  // a mask binds one position
+      seq.draft.clear();
+      continue;
+    }
+    // After m accepted proposals and one more draw the request holds m + 1 more tokens.
+    const int64_t limit = request->spec.max_tokens - static_cast<int64_t>(seq.generated.size()) - 1;
+    speculator_.Propose(seq, batch, limit, &seq.draft);
+  }
+}
+
+void BatchEngine::DeliverDraws(Request* request, absl::Span<const engine::SampleResult> draws,
+                               int64_t drafted) {
+  const uint64_t id = request->seq.id;
+  const auto accepted = static_cast<int64_t>(draws.size()) - 1;  // the proposals kept
+  if (drafted > 0) {
+    metrics_->spec_draft_tokens.Increment(static_cast<double>(drafted));
+    metrics_->spec_accepted_tokens.Increment(static_cast<double>(accepted));
+    for (int64_t p = 1; p <= accepted; ++p) metrics_->CountAcceptedAt(static_cast<int>(p));
+    speculator_.Record(id, drafted, accepted);
+    request->spec_proposed += drafted;
+  }
+  for (size_t k = 0; k < draws.size(); ++k) {
+    if (static_cast<int64_t>(k) < accepted) ++request->spec_accepted;  // in usage if it ends
+    Deliver(request, draws[k]);
+    if (!requests_.contains(id)) return;  // it ended: the rest of the draws are dropped
+  }
+  if (accepted > 0) scheduler_->Accept(&request->seq, accepted);
 }
 
 void BatchEngine::Deliver(Request* request, const engine::SampleResult& sampled) {
@@ -526,6 +583,8 @@ void BatchEngine::End(Request* request, GenerateResponse message, FinishReason r
   tpserve::v1::Usage* usage = message.mutable_usage();
   usage->set_prompt_tokens(static_cast<uint32_t>(request->seq.prompt.size()));
   usage->set_completion_tokens(static_cast<uint32_t>(request->seq.generated.size()));
+  usage->set_speculative_proposed_tokens(static_cast<uint32_t>(request->spec_proposed));
+  usage->set_speculative_accepted_tokens(static_cast<uint32_t>(request->spec_accepted));
   request->sink->Send(std::move(message));
   Finish(request, absl::OkStatus());
 }
@@ -553,6 +612,7 @@ void BatchEngine::Finish(Request* request, const absl::Status& status_in) {
   metrics_->CountRequest(status, request->spec.api);
   metrics_->request_duration.Observe(Seconds(absl::Now() - request->arrival));
   if (scheduler_ != nullptr) scheduler_->Remove(&request->seq);
+  speculator_.Forget(request->seq.id);
   std::shared_ptr<ResponseSink> sink = std::move(request->sink);
   requests_.erase(request->seq.id);  // destroys *request
   Publish();

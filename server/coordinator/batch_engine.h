@@ -29,6 +29,7 @@
 #include "server/coordinator/response_sink.h"
 #include "server/coordinator/scheduler.h"
 #include "server/coordinator/serving_metrics.h"
+#include "server/coordinator/speculator.h"
 #include "server/coordinator/step_executor.h"
 #include "server/coordinator/step_trace.h"
 #include "server/model/tokenizer/tokenizer.h"
@@ -61,6 +62,8 @@ struct BatchEngineOptions {
   // grammar states come from a cache); a request whose mask does not finish within it is
   // failed (RESOURCE_EXHAUSTED), so a grammar never makes a step slower than this.
   absl::Duration mask_budget = absl::Milliseconds(250);
+  // Speculative decoding (serve --speculative): off by default.
+  SpeculativeOptions speculative;
 };
 
 // A snapshot for GetModelInfo (and, later, metrics).
@@ -127,6 +130,13 @@ class BatchEngine {
   void ReapCancelled();
   // Runs one planned step; false when the world went down.
   bool RunStep(const StepPlan& plan);
+  // Speculative decoding: sets the draft of every decoding request that proposes one for the
+  // next step (and clears every other).
+  void ProposeDrafts();
+  // Applies rank 0's draws for one sequence (one, or a verified draft's accepted proposals
+  // and a draw) to its request, in order, and accounts for the draft (`drafted` positions).
+  void DeliverDraws(Request* request, absl::Span<const engine::SampleResult> draws,
+                    int64_t drafted);
   // Applies one sampled token to its request; closes and drops the request when it ends.
   void Deliver(Request* request, const engine::SampleResult& sampled);
   // A message of `request`'s stream: its id, and on the first its seed.
@@ -152,6 +162,7 @@ class BatchEngine {
   std::unique_ptr<BlockManager> blocks_;
   int64_t published_evictions_ = 0;  // blocks_->evictions() when last published
   std::unique_ptr<Scheduler> scheduler_;
+  Speculator speculator_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Request>> requests_;
   uint64_t next_seq_id_ = 1;
   uint64_t next_step_id_ = 1;

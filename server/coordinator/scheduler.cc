@@ -84,6 +84,21 @@ StepPlan Scheduler::Schedule() {
     plan.prefix_hits += cached;
     budget -= count;
   }
+  // Drafts last, from what is left: they never take a token, a row or a block that a plain
+  // step or an admission would, and never preempt anyone.
+  int64_t spare_rows = options_.max_logit_rows;
+  for (const PlannedSequence& e : plan.entries) spare_rows -= e.sample ? 1 : 0;
+  for (PlannedSequence& e : plan.entries) {
+    Sequence* seq = e.seq;
+    if (!e.sample || e.count != 1 || seq->draft.empty()) continue;
+    int64_t draft = std::min({static_cast<int64_t>(seq->draft.size()), budget, spare_rows});
+    while (draft > 0 && !blocks_->GrowTo(e.start + 1 + draft, &seq->block_table)) --draft;
+    e.count += draft;
+    e.draft = draft;
+    budget -= draft;
+    spare_rows -= draft;
+    plan.draft_tokens += draft;
+  }
   plan.tokens = options_.max_batch_tokens - budget;
   return plan;
 }
@@ -91,9 +106,15 @@ StepPlan Scheduler::Schedule() {
 void Scheduler::Commit(const StepPlan& plan) {
   for (const PlannedSequence& e : plan.entries) {
     CHECK_EQ(e.seq->computed, e.start) << "sequence " << e.seq->id << " changed under its step";
-    e.seq->computed += e.count;
+    e.seq->computed += e.count - e.draft;
     blocks_->Register(e.seq);
   }
+}
+
+void Scheduler::Accept(Sequence* seq, int64_t accepted) {
+  CHECK_LE(seq->computed + accepted, seq->length()) << "sequence " << seq->id;
+  seq->computed += accepted;
+  blocks_->Register(seq);
 }
 
 void Scheduler::PreemptAll() {

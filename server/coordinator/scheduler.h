@@ -8,7 +8,11 @@
 // shares the cached blocks of its longest cached prefix and is computed from there; the
 // blocks each step fills are cached at Commit. As long as every sequence fits the cache alone
 // (the coordinator caps prompt + max_tokens at the capacity), the oldest running sequence
-// always progresses: no deadlock.
+// always progresses: no deadlock. Speculative decoding: a decoding sequence with a draft
+// runs its last token and as much of the draft as the token budget, the logit rows and the
+// free blocks allow (a draft never preempts anyone); Commit counts only its last token as
+// cached, and Accept the proposals verification kept (the rest of the positions are written
+// over later: they are past `computed`, in blocks the sequence alone holds).
 //
 // The scheduler does not own the sequences (the engine does) and never reads their outputs.
 // Not thread-safe: owned by the engine thread.
@@ -27,6 +31,9 @@ namespace tpserve::coordinator {
 struct SchedulerOptions {
   int64_t max_batch_tokens = 512;  // tokens computed per step, all sequences together
   int64_t max_running = 64;        // sequences in the running batch
+  // Logit rows per step, all sequences together: the workers' EngineOptions::max_logit_rows.
+  // A plain step takes one per sampling sequence; a draft one per proposal more.
+  int64_t max_logit_rows = 256;
 };
 
 // One sequence's share of a step: positions [start, start + count) of prompt + generated.
@@ -35,12 +42,14 @@ struct PlannedSequence {
   int64_t start = 0;
   int64_t count = 0;
   bool sample = false;  // the step completes the sequence's known tokens: sample the next
+  int64_t draft = 0;    // the last `draft` of the positions are proposals (seq->draft's first)
 };
 
 struct StepPlan {
   std::vector<PlannedSequence> entries;  // running ones first, then newly admitted
   std::vector<Sequence*> preempted;      // sent back to the queue by this plan
   int64_t tokens = 0;                    // sum of the counts
+  int64_t draft_tokens = 0;              // sum of the drafts
   // Prefix caching, over the sequences admitted by this plan: the positions looked up in the
   // cache (each one's length less one: the last is always computed) and those found there.
   int64_t prefix_queried = 0;
@@ -60,8 +69,11 @@ class Scheduler {
   // Plans the next step and allocates the blocks it writes. The plan's sequences stay valid
   // until the next Schedule() or Remove().
   StepPlan Schedule();
-  // The step of `plan` ran: its positions are now cached.
+  // The step of `plan` ran: its positions are now cached, but for the drafts.
   void Commit(const StepPlan& plan);
+  // After Commit: `accepted` of seq's planned proposals were kept (and have joined
+  // seq->generated): their positions are cached too.
+  void Accept(Sequence* seq, int64_t accepted);
   // The workers lost their KV cache (world down): every running sequence goes back to the
   // head of the queue, in admission order, to be recomputed.
   void PreemptAll();

@@ -257,5 +257,111 @@ TEST(SchedulerTest, RemoveFreesBlocksFromEitherQueue) {
   EXPECT_EQ(blocks.free_blocks(), 10);
 }
 
+// The fake model's token at position `pos` of sequence `id` (NextToken at that length).
+int32_t TokenAt(uint64_t id, int64_t pos) {
+  return static_cast<int32_t>((id * 31 + static_cast<uint64_t>(pos)) % 1000);
+}
+
+TEST(SchedulerTest, ADraftTakesWhatIsLeftAndOnlyItsAcceptedPositionsCount) {
+  BlockManager blocks(4, 4);
+  Scheduler s({.max_batch_tokens = 12, .max_running = 4}, &blocks);
+  Workload w;
+  Sequence* a = Add(&w, &s, 5, 20);
+  s.Commit(s.Schedule());  // the prompt: 2 blocks
+  a->generated.push_back(1);
+  a->draft = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  StepPlan p = s.Schedule();
+  ASSERT_EQ(p.entries.size(), 1u);
+  EXPECT_EQ(p.entries[0].start, 5);
+  EXPECT_EQ(p.entries[0].draft, 10) << "the budget of 12 leaves room for 11, the blocks for 10";
+  EXPECT_EQ(p.entries[0].count, 11);
+  EXPECT_EQ(p.draft_tokens, 10);
+  EXPECT_EQ(a->token_at(6), 2);          // the draft follows the generated tokens
+  EXPECT_EQ(a->block_table.size(), 4u);  // positions [0, 16)
+  s.Commit(p);
+  EXPECT_EQ(a->computed, 6) << "only its last token is cached";
+  a->generated.insert(a->generated.end(), {2, 3, 11});  // two proposals kept, then a draw
+  s.Accept(a, 2);
+  EXPECT_EQ(a->computed, 8);
+  EXPECT_EQ(a->length() - a->computed, 1);
+  // A draft never preempts anyone, and takes only blocks no plain step or admission wants:
+  // with every block a's, b waits, and a's draft shrinks to what its blocks hold.
+  Sequence* b = Add(&w, &s, 3, 2);
+  a->draft = {5, 6, 7, 8, 9, 10, 11, 12, 13};
+  p = s.Schedule();
+  EXPECT_TRUE(p.preempted.empty());
+  ASSERT_EQ(p.entries.size(), 1u) << "no block is free for b: it waits";
+  EXPECT_EQ(p.entries[0].draft, 7) << "a's 4 blocks hold positions up to 16";
+  EXPECT_EQ(s.waiting(), 1);
+  (void)b;
+}
+
+// Sequences that propose drafts (some right, some wrong) in a tight cache, with and without
+// prefix caching: budgets and rows hold, no block leaks, every sequence keeps the fake
+// model's tokens, and the accepted positions' KV counts as cached.
+TEST(SchedulerTest, DraftsUnderPressureLeakNoBlockAndKeepEveryToken) {
+  for (bool caching : {false, true}) {
+    BlockManager blocks(20, 4, caching);
+    const SchedulerOptions options{.max_batch_tokens = 12, .max_running = 5, .max_logit_rows = 9};
+    Scheduler s(options, &blocks);
+    Workload w;
+    std::mt19937 rng(11);
+    for (int i = 0; i < 12; ++i) Add(&w, &s, 3 + i % 5, 6 + i % 9);
+    size_t finished = 0;
+    int drafted = 0;
+    for (int step = 0; finished < w.seqs.size(); ++step) {
+      ASSERT_LT(step, 2000) << "no progress";
+      for (const auto& seq : w.seqs) {
+        seq->draft.clear();
+        if (seq->computed == 0 || seq->computed + 1 != seq->length()) continue;
+        const int k = static_cast<int>(rng() % 5);
+        for (int j = 0; j < k; ++j) seq->draft.push_back(TokenAt(seq->id, seq->length() + j));
+        if (k > 0 && rng() % 2 == 0) seq->draft[rng() % k] = 1001;  // a wrong proposal
+      }
+      const StepPlan plan = s.Schedule();
+      ASSERT_FALSE(plan.empty());
+      EXPECT_LE(plan.tokens, options.max_batch_tokens);
+      int64_t rows = 0;
+      for (const PlannedSequence& e : plan.entries) {
+        rows += e.sample ? 1 + e.draft : 0;
+        EXPECT_LE(e.draft, static_cast<int64_t>(e.seq->draft.size()));
+        EXPECT_GE(static_cast<int64_t>(e.seq->block_table.size()) * 4, e.start + e.count);
+      }
+      EXPECT_LE(rows, options.max_logit_rows);
+      drafted += static_cast<int>(plan.draft_tokens);
+      s.Commit(plan);
+      for (const PlannedSequence& e : plan.entries) {
+        if (!e.sample) continue;
+        Sequence* seq = e.seq;
+        const int64_t length = seq->length();
+        int64_t accepted = 0;
+        while (accepted < e.draft && seq->draft[accepted] == TokenAt(seq->id, length + accepted)) {
+          ++accepted;
+        }
+        bool done = false;
+        for (int64_t j = 0; j <= accepted && !done; ++j) {
+          seq->generated.push_back(TokenAt(seq->id, length + j));
+          done = static_cast<int64_t>(seq->generated.size()) == w.max_tokens[seq->id];
+        }
+        if (done) {
+          s.Remove(seq);
+          ++finished;
+        } else {
+          s.Accept(seq, accepted);
+        }
+      }
+      ASSERT_TRUE(blocks.CheckInvariants().ok()) << blocks.CheckInvariants();
+    }
+    EXPECT_GT(drafted, 0);
+    EXPECT_EQ(blocks.free_blocks(), blocks.total_blocks()) << "blocks leaked";
+    for (const auto& seq : w.seqs) {
+      ASSERT_EQ(static_cast<int64_t>(seq->generated.size()), w.max_tokens[seq->id]);
+      for (size_t i = 0; i < seq->generated.size(); ++i) {
+        EXPECT_EQ(seq->generated[i], TokenAt(seq->id, seq->prompt.size() + i));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tpserve::coordinator

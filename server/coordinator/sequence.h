@@ -19,12 +19,17 @@ struct Sequence {
   // Prefix caching: the content keys of its leading full blocks known so far (BlockManager).
   std::vector<uint64_t> block_keys;
   int preemptions = 0;  // times its KV was dropped and recomputed
+  // Speculative decoding: tokens proposed to follow `generated`, for the next step to verify
+  // (positions [length, length + draft.size())); set before each Schedule, empty otherwise.
+  std::vector<int32_t> draft;
 
   int64_t length() const { return static_cast<int64_t>(prompt.size() + generated.size()); }
-  // Token at position `pos` of prompt + generated.
+  // Token at position `pos` of prompt + generated + draft.
   int32_t token_at(int64_t pos) const {
     const auto p = static_cast<int64_t>(prompt.size());
-    return pos < p ? prompt[pos] : generated[pos - p];
+    const auto g = static_cast<int64_t>(generated.size());
+    if (pos < p) return prompt[pos];
+    return pos < p + g ? generated[pos - p] : draft[pos - p - g];
   }
 };
 

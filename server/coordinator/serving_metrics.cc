@@ -65,6 +65,16 @@ ServingMetrics::ServingMetrics(prometheus::Registry& r, int world_size)
                                 "KV blocks cached under their content (held or evictable)")),
       prefix_cache_evictions(Counter(r, "tpserve_prefix_cache_evictions_total",
                                      "Cached KV blocks evicted to make room")),
+      spec_draft_tokens(Counter(r, "tpserve_spec_draft_tokens_total",
+                                "Speculative decoding: tokens proposed for verification")),
+      spec_accepted_tokens(Counter(r, "tpserve_spec_accepted_tokens_total",
+                                   "Speculative decoding: proposed tokens the target accepted")),
+      spec_accepted_by_position_(
+          BuildCounter()
+              .Name("tpserve_spec_accepted_by_position_total")
+              .Help("Speculative decoding: accepted proposals by their position in the draft "
+                    "(1 = the first proposed token)")
+              .Register(r)),
       requests_(BuildCounter()
                     .Name("tpserve_requests_total")
                     .Help("Generation requests by front end (api: grpc, http) and final status "
@@ -92,6 +102,10 @@ void ServingMetrics::CountRequest(const absl::Status& status, absl::string_view 
   std::string name = absl::AsciiStrToLower(absl::StatusCodeToString(status.code()));
   if (status.code() == absl::StatusCode::kUnknown) name = "internal";
   requests_.Add({{"api", static_cast<std::string>(api)}, {"status", name}}).Increment();
+}
+
+void ServingMetrics::CountAcceptedAt(int position) {
+  spec_accepted_by_position_.Add({{"position", std::to_string(position)}}).Increment();
 }
 
 void ServingMetrics::SetWorldUp() {

@@ -48,8 +48,14 @@ class ServingMetrics {
   prometheus::Counter& prefix_cache_hits;
   prometheus::Gauge& prefix_cache_blocks;
   prometheus::Counter& prefix_cache_evictions;
+  // Speculative decoding: tokens proposed and accepted, and acceptances by the proposal's
+  // position in its draft (1 = the first proposed token).
+  prometheus::Counter& spec_draft_tokens;
+  prometheus::Counter& spec_accepted_tokens;
+  void CountAcceptedAt(int position);
 
  private:
+  prometheus::Family<prometheus::Counter>& spec_accepted_by_position_;
   prometheus::Family<prometheus::Counter>& requests_;
   std::vector<prometheus::Gauge*> worker_up_;  // [world_size]
 };

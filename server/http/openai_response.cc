@@ -104,10 +104,31 @@ json ToolCallsJson(const std::vector<ToolCall>& calls) {
 }
 
 json UsageJson(const tpserve::v1::Usage& usage) {
-  return {{"prompt_tokens", usage.prompt_tokens()},
-          {"completion_tokens", usage.completion_tokens()},
-          {"total_tokens", usage.prompt_tokens() + usage.completion_tokens()}};
+  json out = {{"prompt_tokens", usage.prompt_tokens()},
+              {"completion_tokens", usage.completion_tokens()},
+              {"total_tokens", usage.prompt_tokens() + usage.completion_tokens()}};
+  if (usage.speculative_proposed_tokens() > 0) {
+    // Speculative decoding's counts, in the fields OpenAI gives predicted outputs.
+    out["completion_tokens_details"] = {
+        {"accepted_prediction_tokens", usage.speculative_accepted_tokens()},
+        {"rejected_prediction_tokens",
+         usage.speculative_proposed_tokens() - usage.speculative_accepted_tokens()}};
+  }
+  return out;
 }
+
+}  // namespace
+
+void AddChoiceUsage(const tpserve::v1::Usage& choice, tpserve::v1::Usage* total) {
+  total->set_prompt_tokens(choice.prompt_tokens());
+  total->set_completion_tokens(total->completion_tokens() + choice.completion_tokens());
+  total->set_speculative_proposed_tokens(total->speculative_proposed_tokens() +
+                                         choice.speculative_proposed_tokens());
+  total->set_speculative_accepted_tokens(total->speculative_accepted_tokens() +
+                                         choice.speculative_accepted_tokens());
+}
+
+namespace {
 
 json Envelope(const ResponseHeader& header, const char* object, json choices) {
   return {{"id", header.id},
@@ -174,8 +195,7 @@ json WholeResponse(const OpenAiRequest& request, const ResponseHeader& header,
       choice["text"] = c.text();
     }
     out.push_back(std::move(choice));
-    usage.set_prompt_tokens(c.usage().prompt_tokens());
-    usage.set_completion_tokens(usage.completion_tokens() + c.usage().completion_tokens());
+    AddChoiceUsage(c.usage(), &usage);
   }
   json whole =
       Envelope(header, IsChat(request) ? "chat.completion" : "text_completion", std::move(out));

@@ -53,6 +53,10 @@ nlohmann::json StreamChunk(const OpenAiRequest& request, const ResponseHeader& h
                            uint32_t index, const tpserve::v1::GenerateResponse& message,
                            ChunkPosition* position);
 
+// Adds one choice's usage (its final message's) to the request's: the prompt is shared, the
+// completion and speculative counts add up.
+void AddChoiceUsage(const tpserve::v1::Usage& choice, tpserve::v1::Usage* total);
+
 // stream_options.include_usage: the last chunk, with no choices and the usage of all.
 nlohmann::json UsageChunk(const OpenAiRequest& request, const ResponseHeader& header,
                           const tpserve::v1::Usage& usage);

@@ -176,8 +176,7 @@ class GenerationCall {
           StreamChunk(request_, header_, e->index, m, &positions[e->index]);
       if (!chunk.is_null() && !write(SseEvent(chunk))) return;
       if (m.has_usage()) {
-        usage.set_prompt_tokens(m.usage().prompt_tokens());
-        usage.set_completion_tokens(usage.completion_tokens() + m.usage().completion_tokens());
+        AddChoiceUsage(m.usage(), &usage);
       }
     }
     if (!failed.ok()) {

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "server/engine/draft_verifier.h"
 
 namespace tpserve::protocol {
 namespace {
@@ -91,6 +92,7 @@ void AddStepSequence(const StepSequenceSpec& spec, const engine::SamplingParams&
   seq->set_start_pos(static_cast<uint32_t>(spec.start_pos));
   for (int32_t block : spec.block_table) seq->add_block_table(static_cast<uint32_t>(block));
   seq->set_sample(spec.sample);
+  seq->set_draft_tokens(static_cast<uint32_t>(spec.draft_tokens));
   seq->set_sample_index(static_cast<uint32_t>(spec.sample_index));
   if (!spec.sample) return;
   SamplingToProto(params, seq->mutable_sampling());
@@ -123,6 +125,20 @@ absl::StatusOr<DecodedStep> DecodeStep(const tpserve::v1::Step& step, int32_t vo
       seq.block_table.push_back(static_cast<int32_t>(block));
     }
     seq.want_logits = in.sample();
+    const uint32_t draft = in.draft_tokens();
+    if (draft > 0) {
+      if (!in.sample()) return SequenceError(s, "draft_tokens without sample");
+      if (draft > kMaxDraftTokens) {
+        return SequenceError(
+            s, absl::StrCat("draft_tokens ", draft, " is above the limit of ", kMaxDraftTokens));
+      }
+      if (static_cast<uint32_t>(in.token_ids_size()) != draft + 1) {
+        return SequenceError(
+            s, absl::StrCat("draft_tokens ", draft, " with ", in.token_ids_size(),
+                            " token_ids: want the last token and the proposals, ", draft + 1));
+      }
+      seq.all_logits = true;  // a row after the last token and after each proposal
+    }
     out.batch.sequences.push_back(std::move(seq));
     if (!in.sample()) continue;
     SampleSpec sample;
@@ -143,6 +159,7 @@ absl::StatusOr<DecodedStep> DecodeStep(const tpserve::v1::Step& step, int32_t vo
     const size_t generated = std::min<size_t>(in.sample_index(), history.size());
     sample.history = {history.first(history.size() - generated), history.last(generated)};
     sample.sample_index = in.sample_index();
+    sample.draft = absl::MakeConstSpan(in.token_ids().data(), in.token_ids_size()).last(draft);
     out.samples.push_back(std::move(sample));
   }
   return out;
@@ -173,6 +190,11 @@ absl::Status ApplyStepMasks(const tpserve::v1::StepMasks& masks, uint64_t step_i
     if (it == samples.end()) {
       return refuse(
           absl::StrCat("seq_id ", in.seq_id(), " is not a sampling sequence of step ", step_id));
+    }
+    if (!it->second->draft.empty()) {
+      return refuse(absl::StrCat("seq_id ", in.seq_id(),
+                                 " verifies draft tokens: a mask binds one "
+                                 "position"));
     }
     if (!it->second->allowed.empty()) {
       return refuse(absl::StrCat("seq_id ", in.seq_id(), " has a mask already"));
@@ -206,16 +228,29 @@ absl::Status SampleDecodedStep(const DecodedStep& decoded, absl::Span<const floa
                                int32_t vocab_size, engine::Sampler* sampler,
                                tpserve::v1::StepResult* result) {
   const size_t vocab = static_cast<size_t>(vocab_size);
-  if (logits.size() != decoded.samples.size() * vocab) {
-    return absl::InternalError(absl::StrCat("logits hold ", logits.size(), " values, want ",
-                                            decoded.samples.size(), " x ", vocab));
+  size_t rows = 0;
+  for (const SampleSpec& spec : decoded.samples) rows += 1 + spec.draft.size();
+  if (logits.size() != rows * vocab) {
+    return absl::InternalError(
+        absl::StrCat("logits hold ", logits.size(), " values, want ", rows, " x ", vocab));
   }
-  for (size_t row = 0; row < decoded.samples.size(); ++row) {
-    const SampleSpec& spec = decoded.samples[row];
-    AddSampledToken(spec.seq_id,
-                    sampler->Sample(logits.subspan(row * vocab, vocab), spec.params, spec.history,
-                                    spec.sample_index, spec.allowed),
-                    result);
+  std::vector<int32_t> scratch;
+  std::vector<engine::SampleResult> drawn;
+  size_t row = 0;
+  for (const SampleSpec& spec : decoded.samples) {
+    const size_t n = 1 + spec.draft.size();
+    if (spec.draft.empty()) {
+      AddSampledToken(spec.seq_id,
+                      sampler->Sample(logits.subspan(row * vocab, vocab), spec.params, spec.history,
+                                      spec.sample_index, spec.allowed),
+                      result);
+    } else {
+      drawn.clear();
+      engine::VerifyDraft(sampler, logits.subspan(row * vocab, n * vocab), vocab_size, spec.params,
+                          spec.history, spec.sample_index, spec.draft, &scratch, &drawn);
+      for (const engine::SampleResult& d : drawn) AddSampledToken(spec.seq_id, d, result);
+    }
+    row += n;
   }
   return absl::OkStatus();
 }
@@ -231,16 +266,38 @@ absl::Status CheckStepResult(const tpserve::v1::Step& step, const tpserve::v1::S
   int i = 0;
   for (const tpserve::v1::StepSequence& asked : step.sequences()) {
     if (!asked.sample()) continue;
-    if (i >= result.tokens_size()) break;
-    if (absl::Status s = CheckToken(i, result.tokens(i), asked, vocab_size); !s.ok()) return s;
-    ++i;
+    if (i >= result.tokens_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("StepResult: no token for sampled sequence ", asked.seq_id()));
+    }
+    // The sequence's tokens: one; or, verifying a draft, the accepted proposals and one draw.
+    const int draft = static_cast<int>(asked.draft_tokens());
+    const int first = i;
+    do {
+      if (absl::Status s = CheckToken(i, result.tokens(i), asked, vocab_size); !s.ok()) return s;
+      ++i;
+    } while (i - first <= draft && i < result.tokens_size() &&
+             result.tokens(i).seq_id() == asked.seq_id());
+    for (int j = first; j < i; ++j) {
+      if (j - first >= draft) break;
+      const int32_t proposed = asked.token_ids(1 + j - first);
+      const bool accepted = result.tokens(j).token_id() == proposed;
+      if (j + 1 < i && !accepted) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("StepResult: tokens[", j, "]: ", result.tokens(j).token_id(),
+                         " is followed by more tokens but is not proposal ", proposed));
+      }
+      if (j + 1 == i && accepted) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("StepResult: tokens[", j, "]: the last draw, ", proposed,
+                         ", is the proposal, which verification would have accepted"));
+      }
+    }
   }
-  const auto sampled = static_cast<int>(
-      std::count_if(step.sequences().begin(), step.sequences().end(),
-                    [](const tpserve::v1::StepSequence& s) { return s.sample(); }));
-  if (result.tokens_size() != sampled) {
-    return absl::InvalidArgumentError(absl::StrCat("StepResult: ", result.tokens_size(),
-                                                   " tokens for ", sampled, " sampled sequences"));
+  if (i != result.tokens_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("StepResult: ", result.tokens_size(), " tokens, ", result.tokens_size() - i,
+                     " more than the step's sampled sequences and their drafts take"));
   }
   return absl::OkStatus();
 }

@@ -25,6 +25,9 @@
 
 namespace tpserve::protocol {
 
+// Most proposed tokens a sequence of a Step may carry (StepSequence.draft_tokens).
+inline constexpr uint32_t kMaxDraftTokens = 16;
+
 // Most top-n alternatives a Step may ask per sampled token (SamplingParams.logprobs). The
 // coordinator's own request limit sits at or below it.
 inline constexpr uint32_t kMaxLogprobs = 100;
@@ -42,6 +45,7 @@ struct StepSequenceSpec {
   absl::Span<const int32_t> block_table;  // KV blocks covering [0, start_pos + tokens)
   bool sample = false;                    // sample after this step
   uint64_t sample_index = 0;              // index of that token among the generated ones
+  int64_t draft_tokens = 0;               // the last of `tokens` that are proposals
 };
 
 // Appends `spec` to `step`. When sampling, carries `params` and — only if a penalty is on —
@@ -57,6 +61,7 @@ struct SampleSpec {
   engine::TokenHistory history;
   uint64_t sample_index = 0;
   absl::Span<const uint8_t> allowed;  // its StepMasks mask (ApplyStepMasks); empty: every token
+  absl::Span<const int32_t> draft;    // proposals to verify (views the Step); empty: none
 };
 
 struct DecodedStep {
@@ -87,15 +92,18 @@ absl::Status ApplyStepMasks(const tpserve::v1::StepMasks& masks, uint64_t step_i
 void AddSampledToken(uint64_t seq_id, const engine::SampleResult& sampled,
                      tpserve::v1::StepResult* result);
 
-// Rank 0's draws: samples each of `decoded`'s sampling sequences from its row of `logits`
-// ([samples, vocab_size], in the Step's order) and appends the tokens to `result` in that
-// order. InternalError when `logits` hold another number of rows.
+// Rank 0's draws: samples each of `decoded`'s sampling sequences from its rows of `logits`
+// ([rows, vocab_size], in the Step's order: one per sample, 1 + draft for one that verifies
+// proposals) and appends the tokens to `result` in that order (engine::VerifyDraft's, for a
+// draft). InternalError when `logits` hold another number of rows.
 absl::Status SampleDecodedStep(const DecodedStep& decoded, absl::Span<const float> logits,
                                int32_t vocab_size, engine::Sampler* sampler,
                                tpserve::v1::StepResult* result);
 
 // OK when `result`, from rank `rank` of a world serving `vocab_size` tokens, answers `step`:
-// rank 0 has one token per sampled sequence, in the Step's order, with its seq_id; every id
+// rank 0 has one token per sampled sequence, in the Step's order, with its seq_id (for one
+// with draft_tokens, its accepted proposals and then a draw that is not the next proposal);
+// every id
 // (chosen and top) is in [0, vocab_size); top ids and logprobs pair up, no more of them than
 // the sequence asked for. Other ranks return no tokens. InvalidArgument naming what is wrong.
 absl::Status CheckStepResult(const tpserve::v1::Step& step, const tpserve::v1::StepResult& result,

@@ -222,10 +222,87 @@ TEST(StepCodecTest, RefusesHostileResults) {
             "StepResult: tokens[0]: seq_id 11 where the Step's sampled sequence 0 is 12");
   tpserve::v1::StepResult extra = Answer(3, {});
   *extra.add_tokens() = extra.tokens(0);
-  EXPECT_EQ(Refused(extra), "StepResult: 2 tokens for 1 sampled sequences");
-  EXPECT_EQ(Refused(tpserve::v1::StepResult()), "StepResult: 0 tokens for 1 sampled sequences");
+  EXPECT_EQ(Refused(extra),
+            "StepResult: 2 tokens, 1 more than the step's sampled sequences and their drafts take");
+  EXPECT_EQ(Refused(tpserve::v1::StepResult()), "StepResult: no token for sampled sequence 12");
   EXPECT_EQ(Refused(Answer(3, {}), 1), "StepResult: rank 1 returned 1 tokens; only rank 0 samples");
   EXPECT_TRUE(CheckStepResult(TwoSequenceStep(), tpserve::v1::StepResult(), 1, kVocab).ok());
+}
+
+// A decode token with three proposals: 9 then 20, 21, 22.
+tpserve::v1::Step DraftStep() {
+  tpserve::v1::Step step;
+  step.set_step_id(4);
+  const std::vector<int32_t> tokens = {9, 20, 21, 22}, table = {0};
+  AddStepSequence({.seq_id = 12,
+                   .tokens = tokens,
+                   .start_pos = 4,
+                   .block_table = table,
+                   .sample = true,
+                   .sample_index = 3,
+                   .draft_tokens = 3},
+                  engine::SamplingParams(), {}, &step);
+  return step;
+}
+
+TEST(StepCodecTest, ADraftIsVerifiedOverItsRowsAndChecked) {
+  const tpserve::v1::Step step = DraftStep();
+  absl::StatusOr<DecodedStep> d = DecodeStep(step, kVocab);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->batch.sequences[0].all_logits);
+  EXPECT_EQ(d->batch.num_logit_rows(), 4);
+  ASSERT_EQ(d->samples[0].draft.size(), 3u);
+  EXPECT_EQ(d->samples[0].draft[0], 20);
+  // Greedy rows whose argmaxes are 20, 21, 5, 7: two proposals accepted, then 5.
+  engine::Sampler sampler;
+  std::vector<float> logits(4 * kVocab, 0.0f);
+  const std::vector<int32_t> best = {20, 21, 5, 7};
+  for (int r = 0; r < 4; ++r) logits[r * kVocab + best[r]] = 3.0f;
+  d->samples[0].params.temperature = 0.0f;
+  tpserve::v1::StepResult result;
+  ASSERT_TRUE(SampleDecodedStep(*d, logits, kVocab, &sampler, &result).ok());
+  ASSERT_EQ(result.tokens_size(), 3);
+  EXPECT_EQ(result.tokens(2).token_id(), 5);
+  EXPECT_TRUE(CheckStepResult(step, result, 0, kVocab).ok());
+  EXPECT_FALSE(
+      SampleDecodedStep(*d, absl::MakeConstSpan(logits).first(kVocab), kVocab, &sampler, &result)
+          .ok())
+      << "one row for a draft of three";
+
+  auto refused = [&](const std::vector<int32_t>& ids) {
+    tpserve::v1::StepResult r;
+    for (int32_t id : ids) AddSampledToken(12, engine::SampleResult{.token_id = id}, &r);
+    return std::string(CheckStepResult(step, r, 0, kVocab).message());
+  };
+  EXPECT_EQ(refused({20, 21, 22, 7}), "");  // all accepted, and one more
+  EXPECT_EQ(refused({6}), "");              // the first proposal rejected
+  EXPECT_EQ(refused({20, 6, 7}),
+            "StepResult: tokens[1]: 6 is followed by more tokens but is not proposal 21");
+  EXPECT_EQ(refused({20, 21}),
+            "StepResult: tokens[1]: the last draw, 21, is the proposal, which verification would "
+            "have accepted");
+  EXPECT_EQ(refused({20, 21, 22, 7, 8}),
+            "StepResult: 5 tokens, 1 more than the step's sampled sequences and their drafts take");
+
+  auto decode_refusal = [](tpserve::v1::Step s) {
+    return std::string(DecodeStep(s, kVocab).status().message());
+  };
+  tpserve::v1::Step bad = step;
+  bad.mutable_sequences(0)->set_draft_tokens(2);
+  EXPECT_EQ(decode_refusal(bad),
+            "Step: sequences[0]: draft_tokens 2 with 4 token_ids: want the last token and the "
+            "proposals, 3");
+  bad.mutable_sequences(0)->set_draft_tokens(17);
+  EXPECT_EQ(decode_refusal(bad), "Step: sequences[0]: draft_tokens 17 is above the limit of 16");
+  bad = step;
+  bad.mutable_sequences(0)->set_sample(false);
+  EXPECT_EQ(decode_refusal(bad), "Step: sequences[0]: draft_tokens without sample");
+  // A mask binds one position: a drafting sequence takes none.
+  tpserve::v1::StepMasks masks;
+  masks.set_step_id(4);
+  AddSequenceMask(12, std::string(kVocab / 8, '\xff'), &masks);
+  EXPECT_EQ(ApplyStepMasks(masks, 4, kVocab, &*d).message(),
+            "StepMasks: masks[0]: seq_id 12 verifies draft tokens: a mask binds one position");
 }
 
 }  // namespace

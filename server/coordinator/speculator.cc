@@ -1,0 +1,89 @@
+#include "server/coordinator/speculator.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace tpserve::coordinator {
+namespace {
+
+// Each step's weight in the averages against the ones before it.
+constexpr double kAcceptanceDecay = 0.7;  // of a sequence's acceptance history
+constexpr double kCostDecay = 0.995;      // of the cost model's evidence
+// A proposal must be expected to gain this much more than it costs.
+constexpr double kMargin = 1.1;
+
+}  // namespace
+
+absl::StatusOr<SpeculativeMode> ParseSpeculativeMode(const std::string& text) {
+  if (text == "off") return SpeculativeMode::kOff;
+  if (text == "ngram") return SpeculativeMode::kNgram;
+  if (text == "draft") {
+    return absl::InvalidArgumentError(
+        "--speculative: draft (a draft model) is not available in this build; use ngram or off");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--speculative: '", text, "' is not one of off, ngram"));
+}
+
+absl::Status ValidateSpeculativeOptions(const SpeculativeOptions& options) {
+  if (options.max_draft < 1 || options.max_draft > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--num_speculative_tokens: ", options.max_draft, " is outside [1, 16]"));
+  }
+  return absl::OkStatus();
+}
+
+Speculator::Speculator(SpeculativeOptions options) : options_(options) {}
+
+double Speculator::per_token_cost() const {
+  const double variance = w_ * nn_ - n_ * n_;
+  if (w_ <= 0 || variance <= 1e-9 * std::max(1.0, w_ * nn_)) return 0.0;  // no spread yet
+  return std::max(0.0, (w_ * nt_ - n_ * t_) / variance);
+}
+
+double Speculator::fixed_cost() const {
+  if (w_ <= 0) return 0.0;
+  return std::max(0.0, (t_ - per_token_cost() * n_) / w_);
+}
+
+void Speculator::ObserveStep(int64_t tokens, absl::Duration wall) {
+  const auto n = static_cast<double>(tokens);
+  const double t = absl::ToDoubleSeconds(wall);
+  w_ = w_ * kCostDecay + 1;
+  n_ = n_ * kCostDecay + n;
+  t_ = t_ * kCostDecay + t;
+  nn_ = nn_ * kCostDecay + n * n;
+  nt_ = nt_ * kCostDecay + n * t;
+}
+
+void Speculator::Propose(const Sequence& seq, int64_t batch, int64_t limit,
+                         std::vector<int32_t>* draft) {
+  draft->clear();
+  if (!enabled() || limit <= 0) return;
+  State& state = states_[seq.id];
+  int64_t k = std::clamp<int64_t>(std::lround(state.accepted) + 1, 1, options_.max_draft);
+  k = std::min(k, limit);
+  // Expected gain against cost, in seconds: the accepted tokens at a decode token's share of
+  // a step, against b per proposed position.
+  const double b = per_token_cost();
+  const double per_token = (fixed_cost() + b * static_cast<double>(batch)) /
+                           static_cast<double>(std::max<int64_t>(1, batch));
+  const bool pays = b <= 0 || state.accepted * per_token >= kMargin * b * static_cast<double>(k);
+  if (!pays) {
+    if (++state.idle < kProbeEvery) return;
+    k = 1;  // probe: has the text turned repetitive?
+  }
+  ProposeNgram(seq.prompt, seq.generated, options_.ngram, k, draft);
+  if (!draft->empty()) state.idle = 0;
+}
+
+void Speculator::Record(uint64_t seq_id, int64_t proposed, int64_t accepted) {
+  if (proposed <= 0) return;
+  State& state = states_[seq_id];
+  state.accepted =
+      kAcceptanceDecay * state.accepted + (1 - kAcceptanceDecay) * static_cast<double>(accepted);
+}
+
+}  // namespace tpserve::coordinator

@@ -1,0 +1,79 @@
+// Speculator: speculative decoding's policy on the coordinator — for each decoding sequence,
+// whether to propose tokens for the next step, how many, and which (ngram mode:
+// ProposeNgram). Verification on rank 0 keeps the tokens exactly those of plain decoding
+// (engine::VerifyDraft), so this decides only speed:
+//   - per sequence, the draft length follows its acceptance: an exponential average of the
+//     proposals it had accepted per drafted step, rounded, plus one, within [1, max_draft];
+//   - per step, a sequence drafts only while the tokens it is expected to gain are worth more
+//     than the positions it adds, under a cost model of the world's steps fitted from their
+//     wall times (t = a + b x tokens, least squares, recent steps weighing most): at batch
+//     size N a decode token costs (a + bN) / N, a proposed position b. So speculation fades
+//     as the batch grows and extra positions cost real compute;
+//   - a sequence that stopped drafting tries one proposal again every kProbeEvery steps.
+// Owned by the engine thread; not thread-safe.
+#ifndef TPSERVE_SERVER_COORDINATOR_SPECULATOR_H_
+#define TPSERVE_SERVER_COORDINATOR_SPECULATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/coordinator/ngram_proposer.h"
+#include "server/coordinator/sequence.h"
+
+namespace tpserve::coordinator {
+
+enum class SpeculativeMode { kOff, kNgram };
+
+struct SpeculativeOptions {
+  SpeculativeMode mode = SpeculativeMode::kOff;
+  int max_draft = 4;  // --num_speculative_tokens: the most proposed per step, [1, 16]
+  NgramOptions ngram;
+};
+
+// --speculative's value: "off" or "ngram"; InvalidArgument naming the flag otherwise.
+absl::StatusOr<SpeculativeMode> ParseSpeculativeMode(const std::string& text);
+// InvalidArgument naming --num_speculative_tokens when max_draft is outside [1, 16].
+absl::Status ValidateSpeculativeOptions(const SpeculativeOptions& options);
+
+class Speculator {
+ public:
+  static constexpr int kProbeEvery = 16;
+
+  explicit Speculator(SpeculativeOptions options);
+
+  bool enabled() const { return options_.mode != SpeculativeMode::kOff; }
+
+  // The tokens `seq` (decoding: every known token but its last is computed) proposes for a
+  // step of `batch` decoding sequences, at most `limit` (what its max_tokens leaves), into
+  // `draft` (cleared; empty: a plain decode step).
+  void Propose(const Sequence& seq, int64_t batch, int64_t limit, std::vector<int32_t>* draft);
+  // `seq_id` proposed `proposed` tokens in a step and `accepted` of them were accepted.
+  void Record(uint64_t seq_id, int64_t proposed, int64_t accepted);
+  // The sequence is gone.
+  void Forget(uint64_t seq_id) { states_.erase(seq_id); }
+  // A step of `tokens` positions took `wall`: the cost model's evidence.
+  void ObserveStep(int64_t tokens, absl::Duration wall);
+
+  // The cost model: seconds per step, a + b x tokens (b >= 0). For tests and the log.
+  double fixed_cost() const;
+  double per_token_cost() const;
+
+ private:
+  struct State {
+    double accepted = 1.0;  // exponential average of proposals accepted per drafted step
+    int idle = 0;           // steps since it last drafted
+  };
+
+  const SpeculativeOptions options_;
+  absl::flat_hash_map<uint64_t, State> states_;
+  // Exponentially weighted sums of steps' (tokens, seconds): weight, Σn, Σt, Σn², Σnt.
+  double w_ = 0, n_ = 0, t_ = 0, nn_ = 0, nt_ = 0;
+};
+
+}  // namespace tpserve::coordinator
+
+#endif  // TPSERVE_SERVER_COORDINATOR_SPECULATOR_H_

@@ -1,0 +1,190 @@
+"""Speculative decoding (`serve --speculative ngram`) end to end on SmolLM2: every request gets
+exactly the token ids (and log-probabilities) it gets without speculation — greedy, and seeded
+at temperature 0.8 with top-p; with stop strings and logprobs; alone and sixteen at once; at
+TP=1, 2 and 3; in a KV cache so tight that requests are preempted and recomputed; and across a
+worker killed mid-stream. Input-grounded prompts get proposals accepted (usage and metrics
+say so), every KV block is free once idle (rollback leaks none), and bad flags are refused at
+start. Every call has a deadline; servers are stopped in finalizers."""
+import concurrent.futures
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import urllib.request
+
+import grpc
+import pytest
+
+import serve_procs
+from serve_procs import collect
+from worker_procs import free_port
+from tpserve.v1 import generate_pb2 as pb
+from tpserve.v1 import generate_pb2_grpc as pb_grpc
+
+CALL_S = 180
+PROMPTS = json.loads((pathlib.Path(__file__).parent / "data" /
+                      "speculative_prompts.json").read_text())
+
+
+def _start(request, tmp_path_factory, tpserve_bin, model, name, tp=2, **flags):
+    log = tmp_path_factory.mktemp(name) / "serve.log"
+    metrics_port = free_port("127.0.0.1")
+    server = serve_procs.start(tpserve_bin, model, log, tp=tp, threads=max(1, 2 // tp),
+                               metrics_port=metrics_port, **flags)
+    request.addfinalizer(lambda: serve_procs.cleanup(server))
+    serve_procs.wait_serving(server, timeout_s=120)
+    server.metrics = f"127.0.0.1:{metrics_port}"
+    return server
+
+
+def _metric(server, name):
+    with urllib.request.urlopen(f"http://{server.metrics}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + " ") or line.startswith(name + "{"))
+
+
+def _generate(server, req):
+    with grpc.insecure_channel(server.address) as ch:
+        return collect(pb_grpc.GenerationStub(ch).Generate(req, timeout=CALL_S))
+
+
+def _concurrently(server, reqs):
+    with concurrent.futures.ThreadPoolExecutor(len(reqs)) as pool:
+        return list(pool.map(lambda r: _generate(server, r), reqs))
+
+
+def _info(server):
+    with grpc.insecure_channel(server.address) as ch:
+        return pb_grpc.GenerationStub(ch).GetModelInfo(pb.GetModelInfoRequest(), timeout=60)
+
+
+def _request(prompt, seeded, max_tokens=48, **fields):
+    sampling = dict(temperature=0.8, top_p=0.9, seed=17) if seeded else dict(temperature=0.0)
+    return pb.GenerateRequest(messages=[pb.ChatMessage(role="user", content=prompt)],
+                              max_tokens=max_tokens, **sampling, **fields)
+
+
+def _requests():
+    """Grounded and open-ended prompts, greedy and seeded; some with logprobs or a stop."""
+    reqs = []
+    for i, prompt in enumerate(PROMPTS["grounded"] + PROMPTS["open"]):
+        extra = {}
+        if i % 3 == 1:
+            extra["logprobs"] = 2
+        if i % 4 == 2:
+            extra["stop"] = [", and", "\n\n"]
+        reqs.append(_request(prompt, seeded=i % 2 == 1, **extra))
+    return reqs
+
+
+def _same(a, b):
+    assert a.ids == b.ids, (a.text, b.text)
+    assert a.finish_reason == b.finish_reason
+    assert a.text == b.text
+    la = [(t.chosen.token_id, t.chosen.logprob) for m in a.messages for t in m.logprobs]
+    lb = [(t.chosen.token_id, t.chosen.logprob) for m in b.messages for t in m.logprobs]
+    assert la == lb
+
+
+@pytest.fixture(scope="module")
+def plain(request, tmp_path_factory, tpserve_bin, smollm_gguf):
+    return _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "spec_off")
+
+
+@pytest.fixture(scope="module")
+def spec(request, tmp_path_factory, tpserve_bin, smollm_gguf):
+    return _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "spec_ngram",
+                  speculative="ngram", num_speculative_tokens=4)
+
+
+@pytest.fixture(scope="module")
+def reference(plain):
+    """Each request alone on the server without speculation."""
+    return [_generate(plain, r) for r in _requests()]
+
+
+def test_tokens_are_those_of_plain_decoding_alone_and_in_a_batch(spec, reference):
+    reqs = _requests()
+    alone = [_generate(spec, r) for r in reqs]
+    for a, b in zip(reference, alone):
+        _same(a, b)
+    grounded = alone[:len(PROMPTS["grounded"])]
+    assert sum(r.usage.speculative_accepted_tokens for r in grounded) > 0, "nothing accepted"
+    for r in alone:
+        assert r.usage.speculative_accepted_tokens <= r.usage.speculative_proposed_tokens
+        assert r.usage.speculative_accepted_tokens < r.usage.completion_tokens or \
+            r.usage.completion_tokens == 0
+    batch = (reqs + reqs)[:16]  # sixteen at once: speculating and plain sequences in steps
+    for a, b in zip(reference + reference, _concurrently(spec, batch)):
+        _same(a, b)
+    info = _info(spec)
+    assert info.kv_blocks_free == info.kv_blocks_total, "a rolled-back position kept its block"
+    drafted = _metric(spec, "tpserve_spec_draft_tokens_total")
+    accepted = _metric(spec, "tpserve_spec_accepted_tokens_total")
+    assert drafted >= accepted > 0
+    assert _metric(spec, "tpserve_spec_accepted_by_position_total") == accepted
+
+
+@pytest.mark.parametrize("tp", [1, 3])
+def test_other_world_sizes_keep_the_tokens(request, tmp_path_factory, tpserve_bin, smollm_gguf,
+                                           tp):
+    reqs = [_request(PROMPTS["grounded"][0], seeded=False, max_tokens=32),
+            _request(PROMPTS["grounded"][2], seeded=True, max_tokens=32, logprobs=1),
+            _request(PROMPTS["open"][0], seeded=True, max_tokens=32)]
+    off = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, f"spec_off_tp{tp}", tp=tp)
+    want = [_generate(off, r) for r in reqs]
+    assert serve_procs.stop(off, timeout_s=60) == 0, off.log_tail()
+    on = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, f"spec_tp{tp}", tp=tp,
+                speculative="ngram")
+    for a, b in zip(want, _concurrently(on, reqs)):
+        _same(a, b)
+    assert _metric(on, "tpserve_spec_accepted_tokens_total") > 0
+    assert serve_procs.stop(on, timeout_s=60) == 0, on.log_tail()
+
+
+def test_preempted_requests_keep_the_tokens(request, tmp_path_factory, tpserve_bin, smollm_gguf,
+                                            reference):
+    tight = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "spec_tight",
+                   speculative="ngram", kv_budget_mb=6, max_batch_tokens=24, max_running=16)
+    reqs = _requests()[:8]
+    for a, b in zip(reference, _concurrently(tight, reqs)):
+        _same(a, b)
+    assert _metric(tight, "tpserve_preemptions_total") > 0, "the KV cache never ran out"
+    assert _metric(tight, "tpserve_spec_accepted_tokens_total") > 0
+    info = _info(tight)
+    assert info.kv_blocks_free == info.kv_blocks_total
+    assert serve_procs.stop(tight, timeout_s=60) == 0, tight.log_tail()
+
+
+def test_a_killed_worker_loses_no_token(request, tmp_path_factory, tpserve_bin, smollm_gguf,
+                                        plain):
+    victim = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "spec_kill",
+                    speculative="ngram")
+    reqs = [_request(p, seeded=i % 2 == 1, max_tokens=64)
+            for i, p in enumerate(PROMPTS["grounded"][:3])]
+    want = [_generate(plain, r) for r in reqs]
+    with grpc.insecure_channel(victim.address) as ch:
+        stub = pb_grpc.GenerationStub(ch)
+        calls = [stub.Generate(r, timeout=CALL_S) for r in reqs]
+        heads = [next(c) for c in calls]  # every stream is running
+        os.kill(victim.workers[1][0], signal.SIGKILL)
+        got = [list(h.token_ids) + [t for m in c for t in m.token_ids]
+               for c, h in zip(calls, heads)]
+    assert got == [w.ids for w in want]
+    assert "recomputing" in victim.log_tail(1 << 20)
+    assert serve_procs.stop(victim, timeout_s=60) == 0, victim.log_tail()
+
+
+@pytest.mark.parametrize("flags,says", [
+    (["--speculative=ngram", "--num_speculative_tokens=0"], "--num_speculative_tokens: 0"),
+    (["--speculative=ngram", "--num_speculative_tokens=17"], "is outside [1, 16]"),
+    (["--speculative=sometimes"], "--speculative: 'sometimes' is not one of off, ngram"),
+    (["--speculative=draft"], "draft (a draft model) is not available"),
+])
+def test_bad_flags_are_refused_at_start(tpserve_bin, smollm_gguf, flags, says):
+    done = subprocess.run([tpserve_bin, "serve", f"--model={smollm_gguf}", "--port=0"] + flags,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert says in done.stderr, done.stderr[-2000:]
