@@ -10,14 +10,13 @@ each and their ratio (goal >= 0.9x).
 """
 import argparse
 import concurrent.futures
-import http.client
 import json
 import pathlib
 import subprocess
 import tempfile
 import time
 
-from bench_stats import percentile, serving  # beside this script
+from bench_stats import percentile, post_chat, serving  # beside this script
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PROMPT = "List some people with their names and ages, as JSON."
@@ -29,9 +28,7 @@ SCHEMA = {"type": "array", "minItems": 6, "maxItems": 6, "items": {
 TOKENS = 96
 
 
-def chat(address, seed, schema):
-    host, port = address.split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=600)
+def chat(http_port, seed, schema):
     body = {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": TOKENS, "seed": seed,
             "temperature": 0.8}
     if schema:
@@ -39,19 +36,13 @@ def chat(address, seed, schema):
                                    "json_schema": {"name": "people", "schema": SCHEMA}}
     else:
         body["ignore_eos"] = True
-    conn.request("POST", "/v1/chat/completions", body=json.dumps(body),
-                 headers={"Content-Type": "application/json"})
-    r = conn.getresponse()
-    answer = json.loads(r.read())
-    conn.close()
-    assert r.status == 200, answer
-    return answer["usage"]["completion_tokens"]
+    return post_chat(http_port, body)["usage"]["completion_tokens"]
 
 
-def run(address, schema, concurrency, requests):
+def run(http_port, schema, concurrency, requests):
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
-        tokens = sum(pool.map(lambda i: chat(address, i, schema), range(requests)))
+        tokens = sum(pool.map(lambda i: chat(http_port, i, schema), range(requests)))
     wall = time.perf_counter() - start
     return {"schema": schema, "concurrency": concurrency, "requests": requests, "tokens": tokens,
             "tokens_per_s": tokens / wall}
@@ -73,13 +64,12 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp, serving(a.build, a.model, a.tp, tmp) as ports:
         _, http_port = ports
-        address = f"127.0.0.1:{http_port}"
         for c in [int(x) for x in a.concurrency.split(",")]:
             requests = max(4, 2 * c)
-            run(address, True, c, 2)  # warm-up (the schema compiles once)
+            run(http_port, True, c, 2)  # warm-up (the schema compiles once)
             for _ in range(a.rounds):
-                rows.append(run(address, False, c, requests))
-                rows.append(run(address, True, c, requests))
+                rows.append(run(http_port, False, c, requests))
+                rows.append(run(http_port, True, c, requests))
     ratios = {}
     for c in sorted({r["concurrency"] for r in rows}):
         med = lambda s: percentile([r["tokens_per_s"] for r in rows  # noqa: E731

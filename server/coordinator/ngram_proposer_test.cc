@@ -9,7 +9,7 @@ namespace {
 
 std::vector<int32_t> Propose(const std::vector<int32_t>& prompt,
                              const std::vector<int32_t>& generated, int64_t k,
-                             NgramOptions options = {}) {
+                             NgramOptions options = {.min_n = 2}) {
   std::vector<int32_t> out = {99};  // cleared first
   ProposeNgram(prompt, generated, options, k, &out);
   return out;
@@ -29,8 +29,7 @@ TEST(NgramProposerTest, TheLongestSuffixThatMatchesGoesFirst) {
   // 3 9 is followed by 1 at the start, 2 3 9 by 5 later: the 3-gram wins although older.
   const std::vector<int32_t> prompt = {2, 3, 9, 5, 0, 3, 9, 1};
   EXPECT_EQ(Propose(prompt, {2, 3, 9}, 1), (std::vector<int32_t>{5}));
-  NgramOptions two;
-  two.max_n = 2;  // only the 2-gram: the latest 3 9 is followed by 1
+  NgramOptions two{.min_n = 2, .max_n = 2};  // only the 2-gram: the latest 3 9 is followed by 1
   EXPECT_EQ(Propose(prompt, {2, 3, 9}, 1, two), (std::vector<int32_t>{1}));
 }
 
@@ -39,8 +38,7 @@ TEST(NgramProposerTest, NothingWithoutAMatchOrRoom) {
   EXPECT_TRUE(Propose({1, 2, 1, 2}, {}, 0).empty());
   EXPECT_TRUE(Propose({}, {}, 4).empty());
   EXPECT_TRUE(Propose({7}, {}, 4).empty());
-  NgramOptions near;
-  near.window = 3;  // the match is further back than the window
+  NgramOptions near{.min_n = 2, .window = 3};  // the match is further back than the window
   EXPECT_TRUE(Propose({4, 5, 1, 1, 1, 1}, {4, 5}, 2, near).empty());
   EXPECT_EQ(Propose({4, 5, 1, 1, 1, 1}, {4, 5}, 2), (std::vector<int32_t>{1, 1}));
 }

@@ -12,7 +12,7 @@ namespace {
 constexpr double kAcceptanceDecay = 0.7;  // of a sequence's acceptance history
 constexpr double kCostDecay = 0.995;      // of the cost model's evidence
 // A proposal must be expected to gain this much more than it costs.
-constexpr double kMargin = 1.1;
+constexpr double kMargin = 1.25;
 
 }  // namespace
 

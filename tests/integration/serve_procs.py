@@ -205,6 +205,29 @@ def start_serving_http(request, tpserve_bin, model, log_path, timeout_s=120.0, *
         time.sleep(0.2)
 
 
+def start_with_metrics(request, tmp_path_factory, tpserve_bin, model, name, tp=2, **flags):
+    """`start` (log in a fresh `name` directory, threads shared out between the ranks) with a
+    Prometheus port (server.metrics = "HOST:PORT"), a finalizer that cleans up, and a wait
+    until it serves."""
+    log = tmp_path_factory.mktemp(name) / "serve.log"
+    metrics_port = free_port("127.0.0.1")
+    server = start(tpserve_bin, model, log, tp=tp, threads=max(1, 2 // tp),
+                   metrics_port=metrics_port, **flags)
+    request.addfinalizer(lambda: cleanup(server))
+    wait_serving(server, timeout_s=120)
+    server.metrics = f"127.0.0.1:{metrics_port}"
+    return server
+
+
+def metric(server, name):
+    """The sum of metric `name`'s samples (every label set) on server.metrics."""
+    import urllib.request  # noqa: PLC0415 (only the metrics tests need it)
+    with urllib.request.urlopen(f"http://{server.metrics}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + " ") or line.startswith(name + "{"))
+
+
 def wait_exit(server, timeout_s):
     """Waits for the serve process; past the timeout SIGKILLs its whole process group and
     returns None (the exit code otherwise)."""

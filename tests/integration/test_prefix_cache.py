@@ -8,14 +8,12 @@ import concurrent.futures
 import os
 import signal
 import time
-import urllib.request
 
 import grpc
 import pytest
 
 import serve_procs
-from serve_procs import collect
-from worker_procs import free_port
+from serve_procs import collect, start_with_metrics
 from tpserve.v1 import generate_pb2 as pb
 from tpserve.v1 import generate_pb2_grpc as pb_grpc
 
@@ -25,24 +23,6 @@ SYSTEM = ("You are a meticulous assistant for a lighthouse museum. Answer every 
           "guided, in plain words and in no more than two sentences. ") * 3
 QUESTIONS = ["Who kept the lamp lit?", "What is a Fresnel lens?", "Why are towers striped?",
              "How far can the light be seen?"]
-
-
-def _start(request, tmp_path_factory, tpserve_bin, model, name, tp, **flags):
-    log = tmp_path_factory.mktemp(name) / "serve.log"
-    metrics_port = free_port("127.0.0.1")
-    server = serve_procs.start(tpserve_bin, model, log, tp=tp, threads=max(1, 2 // tp),
-                               metrics_port=metrics_port, **flags)
-    request.addfinalizer(lambda: serve_procs.cleanup(server))
-    serve_procs.wait_serving(server, timeout_s=120)
-    server.metrics = f"127.0.0.1:{metrics_port}"
-    return server
-
-
-def _metric(server, name):
-    with urllib.request.urlopen(f"http://{server.metrics}/metrics", timeout=30) as r:
-        text = r.read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name + " ") or line.startswith(name + "{"))
 
 
 def _generate(server, **fields):
@@ -93,35 +73,35 @@ def _workload(server):
 @pytest.mark.parametrize("tp", [1, 2])
 def test_tokens_identical_with_and_without_caching(request, tmp_path_factory, tpserve_bin,
                                                    smollm_gguf, tp):
-    cold = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, f"off{tp}", tp,
-                  prefix_caching=False)
+    cold = start_with_metrics(request, tmp_path_factory, tpserve_bin, smollm_gguf, f"off{tp}", tp,
+                              prefix_caching=False)
     want_alone, want_batch = _workload(cold)
-    assert _metric(cold, "tpserve_prefix_cache_hits_total") == 0
+    assert serve_procs.metric(cold, "tpserve_prefix_cache_hits_total") == 0
     assert not _info(cold).prefix_caching
     serve_procs.stop(cold, timeout_s=60)
 
-    warm = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, f"on{tp}", tp)
+    warm = start_with_metrics(request, tmp_path_factory, tpserve_bin, smollm_gguf, f"on{tp}", tp)
     assert _info(warm).prefix_caching
     got_alone, got_batch = _workload(warm)
     assert got_alone == want_alone
     assert got_batch == want_batch
-    queries = _metric(warm, "tpserve_prefix_cache_queries_total")
-    hits = _metric(warm, "tpserve_prefix_cache_hits_total")
+    queries = serve_procs.metric(warm, "tpserve_prefix_cache_queries_total")
+    hits = serve_procs.metric(warm, "tpserve_prefix_cache_hits_total")
     assert queries > 0 and hits / queries > 0.5, (hits, queries)
     # Idle: nothing held, the prefix still cached.
     deadline = time.time() + 10
-    while _metric(warm, "tpserve_kv_cache_usage_ratio") != 0:
+    while serve_procs.metric(warm, "tpserve_kv_cache_usage_ratio") != 0:
         assert time.time() < deadline, "KV still held with no request running"
         time.sleep(0.1)
     info = _info(warm)
     assert info.kv_blocks_free == info.kv_blocks_total and info.kv_blocks_cached > 0
-    assert _metric(warm, "tpserve_prefix_cache_blocks") == info.kv_blocks_cached
+    assert serve_procs.metric(warm, "tpserve_prefix_cache_blocks") == info.kv_blocks_cached
     serve_procs.stop(warm, timeout_s=60)
 
 
 @pytest.fixture(scope="module")
 def server(request, tmp_path_factory, tpserve_bin, smollm_gguf):
-    srv = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "turns", 2)
+    srv = start_with_metrics(request, tmp_path_factory, tpserve_bin, smollm_gguf, "turns", 2)
     yield srv
     assert serve_procs.stop(srv, timeout_s=60) == 0, srv.log_tail()
 
@@ -130,11 +110,11 @@ def test_second_turn_reuses_the_first(server):
     turn1 = [pb.ChatMessage(role="system", content=SYSTEM),
              pb.ChatMessage(role="user", content="What is a lighthouse?")]
     first = _generate(server, messages=turn1, max_tokens=24, temperature=0)
-    hits_before = _metric(server, "tpserve_prefix_cache_hits_total")
+    hits_before = serve_procs.metric(server, "tpserve_prefix_cache_hits_total")
     turn2 = turn1 + [pb.ChatMessage(role="assistant", content=first.text),
                      pb.ChatMessage(role="user", content="And who keeps it?")]
     _generate(server, messages=turn2, max_tokens=8, temperature=0)
-    reused = _metric(server, "tpserve_prefix_cache_hits_total") - hits_before
+    reused = serve_procs.metric(server, "tpserve_prefix_cache_hits_total") - hits_before
     block = _info(server).kv_block_size
     # At least every full block of the first turn's prompt.
     assert reused >= (first.usage.prompt_tokens // block) * block > 0, reused
@@ -158,16 +138,16 @@ def test_world_rebuild_empties_the_cache_and_streams_stay_identical(server):
                for c, h in zip(calls, heads)]
     assert got == alone
     serve_procs.wait_serving(server, timeout_s=120)  # records the new worker
-    hits = _metric(server, "tpserve_prefix_cache_hits_total")
+    hits = serve_procs.metric(server, "tpserve_prefix_cache_hits_total")
     again = _generate(server, **reqs[0]).ids
     assert again == alone[0]
-    assert _metric(server, "tpserve_prefix_cache_hits_total") > hits
+    assert serve_procs.metric(server, "tpserve_prefix_cache_hits_total") > hits
 
 
 def test_pressure_evicts_cached_blocks_before_preempting(request, tmp_path_factory, tpserve_bin,
                                                          smollm_gguf):
-    srv = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "pressure", 1,
-                 kv_budget_mb=6)
+    srv = start_with_metrics(request, tmp_path_factory, tpserve_bin, smollm_gguf, "pressure", 1,
+                             kv_budget_mb=6)
     info = _info(srv)
     assert info.kv_blocks_total < 16, "the budget should leave room for few prompts"
     block = info.kv_block_size
@@ -179,19 +159,19 @@ def test_pressure_evicts_cached_blocks_before_preempting(request, tmp_path_facto
         assert len(got.ids) == 8
         cached_tokens += got.usage.prompt_tokens
     assert cached_tokens > info.kv_blocks_total * block, (cached_tokens, info.kv_blocks_total)
-    assert _metric(srv, "tpserve_prefix_cache_evictions_total") > 0
-    assert _metric(srv, "tpserve_preemptions_total") == 0
+    assert serve_procs.metric(srv, "tpserve_prefix_cache_evictions_total") > 0
+    assert serve_procs.metric(srv, "tpserve_preemptions_total") == 0
     # Two at once, every free block cached: growing as they decode, they need half the cache
     # each, which they get only if cached blocks give way; a running one is never preempted.
     prompts = [f"Two {i}. " + " ".join([QUESTIONS[i]] * 3) for i in range(2)]
     lengths = [_generate(srv, prompt=p, max_tokens=1).usage.prompt_tokens for p in prompts]
     half = (info.kv_blocks_total // 2) * block
-    evictions = _metric(srv, "tpserve_prefix_cache_evictions_total")
+    evictions = serve_procs.metric(srv, "tpserve_prefix_cache_evictions_total")
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         outs = list(pool.map(
             lambda a: _generate(srv, prompt=a[0], max_tokens=half - a[1], temperature=0,
                                 ignore_eos=True), zip(prompts, lengths)))
     assert [len(o.ids) for o in outs] == [half - n for n in lengths]
-    assert _metric(srv, "tpserve_prefix_cache_evictions_total") > evictions
-    assert _metric(srv, "tpserve_preemptions_total") == 0
+    assert serve_procs.metric(srv, "tpserve_prefix_cache_evictions_total") > evictions
+    assert serve_procs.metric(srv, "tpserve_preemptions_total") == 0
     assert serve_procs.stop(srv, timeout_s=60) == 0, srv.log_tail()

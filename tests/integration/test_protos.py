@@ -53,7 +53,8 @@ def test_worker_protocol_messages():
     session = svc.methods_by_name["Session"]
     assert session.client_streaming and session.server_streaming
     coord = worker_pb2.CoordinatorMessage.DESCRIPTOR.oneofs_by_name["kind"]
-    assert {f.name for f in coord.fields} == {"init", "store_reply", "step", "shutdown"}
+    assert {f.name for f in coord.fields} == {"init", "store_reply", "step", "shutdown",
+                                               "step_masks"}
     work = worker_pb2.WorkerMessage.DESCRIPTOR.oneofs_by_name["kind"]
     assert {f.name for f in work.fields} == {"store_request", "ready", "step_result", "error",
                                              "heartbeat"}
@@ -67,7 +68,8 @@ def test_removed_worker_fields_stay_reserved():
     """Numbers and names of deleted fields are reserved, so that no later field reuses them."""
     removed = [(worker_pb2.Init, 5, "dtype"), (worker_pb2.Step, 3, "freed_blocks"),
                (worker_pb2.CoordinatorMessage, 3, "nccl_id"),
-               (worker_pb2.WorkerMessage, 2, "nccl_id")]
+               (worker_pb2.WorkerMessage, 2, "nccl_id"),
+               (worker_pb2.StepSequence, 9, "allowed_tokens")]
     for message, number, name in removed:
         proto = descriptor_pb2.DescriptorProto()
         message.DESCRIPTOR.CopyToProto(proto)

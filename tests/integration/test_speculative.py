@@ -1,48 +1,28 @@
 """Speculative decoding (`serve --speculative ngram`) end to end on SmolLM2: every request gets
 exactly the token ids (and log-probabilities) it gets without speculation — greedy, and seeded
 at temperature 0.8 with top-p; with stop strings and logprobs; alone and sixteen at once; at
-TP=1, 2 and 3; in a KV cache so tight that requests are preempted and recomputed; and across a
-worker killed mid-stream. Input-grounded prompts get proposals accepted (usage and metrics
-say so), every KV block is free once idle (rollback leaks none), and bad flags are refused at
-start. Every call has a deadline; servers are stopped in finalizers."""
+TP=1, 2 and 3; in a KV cache so tight that requests are preempted and recomputed; across a
+worker killed mid-stream; and a resumed stream continues exactly. Input-grounded prompts get
+proposals accepted (usage and metrics say so), every KV block is free once idle (rollback
+leaks none), and bad flags are refused at start. Every call has a deadline; servers are stopped in finalizers."""
 import concurrent.futures
 import json
 import os
 import pathlib
 import signal
 import subprocess
-import urllib.request
 
 import grpc
 import pytest
 
 import serve_procs
-from serve_procs import collect
-from worker_procs import free_port
+from serve_procs import collect, start_with_metrics
 from tpserve.v1 import generate_pb2 as pb
 from tpserve.v1 import generate_pb2_grpc as pb_grpc
 
 CALL_S = 180
 PROMPTS = json.loads((pathlib.Path(__file__).parent / "data" /
                       "speculative_prompts.json").read_text())
-
-
-def _start(request, tmp_path_factory, tpserve_bin, model, name, tp=2, **flags):
-    log = tmp_path_factory.mktemp(name) / "serve.log"
-    metrics_port = free_port("127.0.0.1")
-    server = serve_procs.start(tpserve_bin, model, log, tp=tp, threads=max(1, 2 // tp),
-                               metrics_port=metrics_port, **flags)
-    request.addfinalizer(lambda: serve_procs.cleanup(server))
-    serve_procs.wait_serving(server, timeout_s=120)
-    server.metrics = f"127.0.0.1:{metrics_port}"
-    return server
-
-
-def _metric(server, name):
-    with urllib.request.urlopen(f"http://{server.metrics}/metrics", timeout=30) as r:
-        text = r.read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name + " ") or line.startswith(name + "{"))
 
 
 def _generate(server, req):
@@ -90,13 +70,13 @@ def _same(a, b):
 
 @pytest.fixture(scope="module")
 def plain(request, tmp_path_factory, tpserve_bin, smollm_gguf):
-    return _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "spec_off")
+    return start_with_metrics(request, tmp_path_factory, tpserve_bin, smollm_gguf, "spec_off")
 
 
 @pytest.fixture(scope="module")
 def spec(request, tmp_path_factory, tpserve_bin, smollm_gguf):
-    return _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "spec_ngram",
-                  speculative="ngram", num_speculative_tokens=4)
+    return start_with_metrics(request, tmp_path_factory, tpserve_bin, smollm_gguf, "spec_ngram",
+                              speculative="ngram", num_speculative_tokens=4)
 
 
 @pytest.fixture(scope="module")
@@ -121,10 +101,20 @@ def test_tokens_are_those_of_plain_decoding_alone_and_in_a_batch(spec, reference
         _same(a, b)
     info = _info(spec)
     assert info.kv_blocks_free == info.kv_blocks_total, "a rolled-back position kept its block"
-    drafted = _metric(spec, "tpserve_spec_draft_tokens_total")
-    accepted = _metric(spec, "tpserve_spec_accepted_tokens_total")
+    drafted = serve_procs.metric(spec, "tpserve_spec_draft_tokens_total")
+    accepted = serve_procs.metric(spec, "tpserve_spec_accepted_tokens_total")
     assert drafted >= accepted > 0
-    assert _metric(spec, "tpserve_spec_accepted_by_position_total") == accepted
+    assert serve_procs.metric(spec, "tpserve_spec_accepted_by_position_total") == accepted
+
+
+def test_a_resumed_stream_continues_exactly(spec, reference):
+    req = _requests()[1]  # grounded and seeded, with logprobs
+    whole = reference[1]
+    assert len(whole.ids) > 6
+    resumed = pb.GenerateRequest()
+    resumed.CopyFrom(req)
+    resumed.resume.token_ids.extend(whole.ids[:5])
+    assert whole.ids[:5] + _generate(spec, resumed).ids == whole.ids
 
 
 @pytest.mark.parametrize("tp", [1, 3])
@@ -133,26 +123,28 @@ def test_other_world_sizes_keep_the_tokens(request, tmp_path_factory, tpserve_bi
     reqs = [_request(PROMPTS["grounded"][0], seeded=False, max_tokens=32),
             _request(PROMPTS["grounded"][2], seeded=True, max_tokens=32, logprobs=1),
             _request(PROMPTS["open"][0], seeded=True, max_tokens=32)]
-    off = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, f"spec_off_tp{tp}", tp=tp)
+    off = start_with_metrics(request, tmp_path_factory, tpserve_bin, smollm_gguf,
+                             f"spec_off_tp{tp}", tp=tp)
     want = [_generate(off, r) for r in reqs]
     assert serve_procs.stop(off, timeout_s=60) == 0, off.log_tail()
-    on = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, f"spec_tp{tp}", tp=tp,
-                speculative="ngram")
+    on = start_with_metrics(request, tmp_path_factory, tpserve_bin, smollm_gguf, f"spec_tp{tp}",
+                            tp=tp, speculative="ngram")
     for a, b in zip(want, _concurrently(on, reqs)):
         _same(a, b)
-    assert _metric(on, "tpserve_spec_accepted_tokens_total") > 0
+    assert serve_procs.metric(on, "tpserve_spec_accepted_tokens_total") > 0
     assert serve_procs.stop(on, timeout_s=60) == 0, on.log_tail()
 
 
 def test_preempted_requests_keep_the_tokens(request, tmp_path_factory, tpserve_bin, smollm_gguf,
                                             reference):
-    tight = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "spec_tight",
-                   speculative="ngram", kv_budget_mb=6, max_batch_tokens=24, max_running=16)
+    tight = start_with_metrics(request, tmp_path_factory, tpserve_bin, smollm_gguf, "spec_tight",
+                               speculative="ngram", kv_budget_mb=6, max_batch_tokens=24,
+                               max_running=16)
     reqs = _requests()[:8]
     for a, b in zip(reference, _concurrently(tight, reqs)):
         _same(a, b)
-    assert _metric(tight, "tpserve_preemptions_total") > 0, "the KV cache never ran out"
-    assert _metric(tight, "tpserve_spec_accepted_tokens_total") > 0
+    assert serve_procs.metric(tight, "tpserve_preemptions_total") > 0, "the KV cache never ran out"
+    assert serve_procs.metric(tight, "tpserve_spec_accepted_tokens_total") > 0
     info = _info(tight)
     assert info.kv_blocks_free == info.kv_blocks_total
     assert serve_procs.stop(tight, timeout_s=60) == 0, tight.log_tail()
@@ -160,8 +152,8 @@ def test_preempted_requests_keep_the_tokens(request, tmp_path_factory, tpserve_b
 
 def test_a_killed_worker_loses_no_token(request, tmp_path_factory, tpserve_bin, smollm_gguf,
                                         plain):
-    victim = _start(request, tmp_path_factory, tpserve_bin, smollm_gguf, "spec_kill",
-                    speculative="ngram")
+    victim = start_with_metrics(request, tmp_path_factory, tpserve_bin, smollm_gguf, "spec_kill",
+                                speculative="ngram")
     reqs = [_request(p, seeded=i % 2 == 1, max_tokens=64)
             for i, p in enumerate(PROMPTS["grounded"][:3])]
     want = [_generate(plain, r) for r in reqs]

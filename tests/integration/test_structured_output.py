@@ -12,7 +12,6 @@ import concurrent.futures
 import json
 import pathlib
 import re
-import urllib.request
 
 import grpc
 import jsonschema
@@ -323,13 +322,6 @@ def test_a_stop_string_ends_a_constrained_output(server):
     assert res.text in ("yes", "no"), res.text
 
 
-def _metric(server, name):
-    with urllib.request.urlopen(f"http://{server.metrics}/metrics", timeout=30) as r:
-        text = r.read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name + " ") or line.startswith(name + "{"))
-
-
 def test_preempted_and_prefix_cached_requests_keep_their_grammar_and_tokens(
         request, tmp_path_factory, tpserve_bin, smollm_gguf, server):
     """A KV cache of under 200 tokens and steps of at most 24: eight concurrent constrained
@@ -358,10 +350,10 @@ def test_preempted_and_prefix_cached_requests_keep_their_grammar_and_tokens(
             assert re.fullmatch(r"([a-z]+ )*[a-z]*", b.text), b.text
         else:
             assert re.fullmatch(regex, b.text), b.text
-    assert _metric(tight, "tpserve_preemptions_total") > 0, "the KV cache never ran out"
+    assert serve_procs.metric(tight, "tpserve_preemptions_total") > 0, "the KV cache never ran out"
     assert _grpc(tight, **reqs[0]).ids == alone[0].ids  # its prefix cached (the batch's evicted)
-    hits = _metric(tight, "tpserve_prefix_cache_hits_total")
+    hits = serve_procs.metric(tight, "tpserve_prefix_cache_hits_total")
     again = _grpc(tight, **reqs[0])
     assert again.ids == alone[0].ids
-    assert _metric(tight, "tpserve_prefix_cache_hits_total") > hits, "no prefix was reused"
+    assert serve_procs.metric(tight, "tpserve_prefix_cache_hits_total") > hits, "no prefix was reused"
     assert serve_procs.stop(tight, timeout_s=60) == 0, tight.log_tail()

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Speculative decoding's speed, in one run: two `tpserve serve` side by side, one with
+`--speculative ngram` and one without, the same greedy chat requests sent to each in
+alternating rounds, on input-grounded prompts (copy a text, correct spelling, return a function
+unchanged, quote a passage; tests/integration/data/speculative_prompts.json) and on open-ended
+ones, at each concurrency and TP degree. Reports output tokens/s with / without and the mean
+accepted length (tokens per target step of a speculating request: completion / (completion -
+accepted)). The tokens are the same both ways (speculation is exact), so the ratio is speed
+alone. Goals: grounded at concurrency 1 >= 2x; open-ended >= 0.97x; concurrency 16 >= 0.95x.
+
+  bench/speculative.py [--build build] [--tp 1,2] [--concurrency 1,4,16] [--rounds 2]
+                       [--max_tokens 96] [--out bench/results/speculative.json]
+"""
+import argparse
+import concurrent.futures
+import contextlib
+import json
+import pathlib
+import tempfile
+import time
+
+from bench_stats import percentile, post_chat, serving  # beside this script
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+PROMPTS = json.loads((REPO / "tests" / "integration" / "data" /
+                      "speculative_prompts.json").read_text())
+
+
+def chat(http_port, prompt, max_tokens):
+    answer = post_chat(http_port, {"messages": [{"role": "user", "content": prompt}],
+                                   "max_tokens": max_tokens, "temperature": 0})
+    usage = answer["usage"]
+    details = usage.get("completion_tokens_details", {})
+    return (usage["completion_tokens"], details.get("accepted_prediction_tokens", 0),
+            answer["choices"][0]["message"]["content"])
+
+
+def run(http_port, prompts, concurrency, requests, max_tokens):
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        out = list(pool.map(lambda i: chat(http_port, prompts[i % len(prompts)], max_tokens),
+                            range(requests)))
+    wall = time.perf_counter() - start
+    tokens = sum(o[0] for o in out)
+    accepted = sum(o[1] for o in out)
+    return {"tokens": tokens, "accepted": accepted, "tokens_per_s": tokens / wall,
+            "texts": [o[2] for o in out]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=str(REPO / "build"))
+    ap.add_argument("--model", default=str(REPO / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--tp", default="1,2")
+    ap.add_argument("--concurrency", default="1,4,16")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--max_tokens", type=int, default=96)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    rows = []
+    for tp in [int(x) for x in a.tp.split(",")]:
+        with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+            off = stack.enter_context(serving(a.build, a.model, tp, tmp, name="off"))[1]
+            on = stack.enter_context(serving(a.build, a.model, tp, tmp, name="on",
+                                             flags=["--speculative=ngram"]))[1]
+            for kind in ("grounded", "open"):
+                for c in [int(x) for x in a.concurrency.split(",")]:
+                    requests = 2 * c
+                    runs = {"off": [], "on": []}
+                    for _ in range(a.rounds):
+                        for mode, port in (("off", off), ("on", on)):
+                            runs[mode].append(run(port, PROMPTS[kind], c, requests, a.max_tokens))
+                    assert runs["off"][0]["texts"] == runs["on"][0]["texts"], "outputs differ"
+                    tps = {m: percentile([r["tokens_per_s"] for r in runs[m]], 0.5) for m in runs}
+                    on_tokens = sum(r["tokens"] for r in runs["on"])
+                    on_accepted = sum(r["accepted"] for r in runs["on"])
+                    rows.append({"tp": tp, "prompts": kind, "concurrency": c,
+                                 "requests": requests, "rounds": a.rounds,
+                                 "off_tokens_per_s": tps["off"], "on_tokens_per_s": tps["on"],
+                                 "on_over_off": tps["on"] / tps["off"],
+                                 "mean_accepted_length":
+                                     on_tokens / max(1, on_tokens - on_accepted)})
+                    print(json.dumps(rows[-1]), flush=True)
+    print("| TP | prompts | concurrency | off tok/s | ngram tok/s | ngram / off | "
+          "mean accepted length |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['tp']} | {r['prompts']} | {r['concurrency']} | {r['off_tokens_per_s']:.1f} | "
+              f"{r['on_tokens_per_s']:.1f} | {r['on_over_off']:.2f} | "
+              f"{r['mean_accepted_length']:.2f} |")
+    if a.out:
+        pathlib.Path(a.out).write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
