@@ -439,9 +439,11 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
     metrics_->queue_duration.Observe(Seconds(now - request.arrival));
     metrics_->prompt_tokens.Increment(static_cast<double>(request.seq.prompt.size()));
   }
-  if (outcome->result.tokens_size() != samples) {
+  // One draw per sampling sequence, and one more per accepted proposal (CheckStepResult).
+  if (outcome->result.tokens_size() < samples ||
+      outcome->result.tokens_size() > samples + plan.draft_tokens) {
     LOG(ERROR) << "step " << step.step_id() << ": rank 0 sampled " << outcome->result.tokens_size()
-               << " tokens, " << samples << " asked for";
+               << " tokens, " << samples << " asked for with " << plan.draft_tokens << " proposals";
   }
   speculator_.ObserveStep(plan.tokens, outcome->wall);
   absl::flat_hash_map<uint64_t, int64_t> drafted;
@@ -466,15 +468,16 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
 }
 
 void BatchEngine::ProposeDrafts() {
+  if (!speculator_.enabled()) return;  // drafts stay empty
+  // Every known token but the last is computed: the next step is a decode step.
+  auto decoding = [](const Sequence& seq) {
+    return seq.computed > 0 && seq.computed + 1 == seq.length();
+  };
   int64_t batch = 0;  // decoding sequences: a Step's plain share of the batch
-  for (auto& [id, request] : requests_) {
-    const Sequence& seq = request->seq;
-    batch += seq.computed > 0 && seq.computed + 1 == seq.length() ? 1 : 0;
-  }
+  for (auto& [id, request] : requests_) batch += decoding(request->seq) ? 1 : 0;
   for (auto& [id, request] : requests_) {
     Sequence& seq = request->seq;
-    const bool decoding = seq.computed > 0 && seq.computed + 1 == seq.length();
-    if (!decoding || request->constraint != nullptr) {  // a mask binds one position
+    if (!decoding(seq) || request->constraint != nullptr) {  // a mask binds one position
       seq.draft.clear();
       continue;
     }
