@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Speculative decoding's speed, in one run: two `tpserve serve` side by side, one with
-`--speculative ngram` and one without, the same greedy chat requests sent to each in
+`--speculative ngram` (or `--mode draft`: `--speculative draft` with a draft model, by default
+SmolLM2's first --draft_layers blocks made by scripts/requantize.py) and one without, the same greedy chat requests sent to each in
 alternating rounds, on input-grounded prompts (copy a text, correct spelling, return a function
 unchanged, quote a passage; tests/integration/data/speculative_prompts.json) and on open-ended
 ones, at each concurrency and TP degree. Reports output tokens/s with / without and the mean
@@ -9,13 +10,16 @@ accepted)). The tokens are the same both ways (speculation is exact), so the rat
 alone. Goals: grounded at concurrency 1 >= 2x; open-ended >= 0.97x; concurrency 16 >= 0.95x.
 
   bench/speculative.py [--build build] [--tp 1,2] [--concurrency 1,4,16] [--rounds 2]
-                       [--max_tokens 96] [--out bench/results/speculative.json]
+                       [--max_tokens 96] [--mode ngram|draft] [--draft_model F]
+                       [--draft_layers 6] [--out bench/results/speculative.json]
 """
 import argparse
 import concurrent.futures
 import contextlib
 import json
 import pathlib
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -55,33 +59,24 @@ def main():
     ap.add_argument("--concurrency", default="1,4,16")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--max_tokens", type=int, default=96)
+    ap.add_argument("--mode", choices=["ngram", "draft"], default="ngram")
+    ap.add_argument("--draft_model", help="draft mode's GGUF (default: made from --model)")
+    ap.add_argument("--draft_layers", type=int, default=6)
     ap.add_argument("--out")
     a = ap.parse_args()
     rows = []
-    for tp in [int(x) for x in a.tp.split(",")]:
-        with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-            off = stack.enter_context(serving(a.build, a.model, tp, tmp, name="off"))[1]
-            on = stack.enter_context(serving(a.build, a.model, tp, tmp, name="on",
-                                             flags=["--speculative=ngram"]))[1]
-            for kind in ("grounded", "open"):
-                for c in [int(x) for x in a.concurrency.split(",")]:
-                    requests = 2 * c
-                    runs = {"off": [], "on": []}
-                    for _ in range(a.rounds):
-                        for mode, port in (("off", off), ("on", on)):
-                            runs[mode].append(run(port, PROMPTS[kind], c, requests, a.max_tokens))
-                    assert runs["off"][0]["texts"] == runs["on"][0]["texts"], "outputs differ"
-                    tps = {m: percentile([r["tokens_per_s"] for r in runs[m]], 0.5) for m in runs}
-                    on_tokens = sum(r["tokens"] for r in runs["on"])
-                    on_accepted = sum(r["accepted"] for r in runs["on"])
-                    rows.append({"tp": tp, "prompts": kind, "concurrency": c,
-                                 "requests": requests, "rounds": a.rounds,
-                                 "off_tokens_per_s": tps["off"], "on_tokens_per_s": tps["on"],
-                                 "on_over_off": tps["on"] / tps["off"],
-                                 "mean_accepted_length":
-                                     on_tokens / max(1, on_tokens - on_accepted)})
-                    print(json.dumps(rows[-1]), flush=True)
-    print("| TP | prompts | concurrency | off tok/s | ngram tok/s | ngram / off | "
+    with tempfile.TemporaryDirectory() as drafts:
+        flags = [f"--speculative={a.mode}"]
+        if a.mode == "draft":
+            draft = a.draft_model or str(pathlib.Path(drafts) / "draft.gguf")
+            if not a.draft_model:
+                subprocess.run([sys.executable, str(REPO / "scripts" / "requantize.py"), a.model,
+                                draft, "--type", "Q4_1", "--layers", str(a.draft_layers)],
+                               check=True)
+            flags.append(f"--draft_model={draft}")
+        for tp in [int(x) for x in a.tp.split(",")]:
+            rows += measure(a, tp, flags)
+    print(f"| TP | prompts | concurrency | off tok/s | {a.mode} tok/s | {a.mode} / off | "
           "mean accepted length |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
@@ -89,7 +84,35 @@ def main():
               f"{r['on_tokens_per_s']:.1f} | {r['on_over_off']:.2f} | "
               f"{r['mean_accepted_length']:.2f} |")
     if a.out:
-        pathlib.Path(a.out).write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+        pathlib.Path(a.out).write_text(json.dumps({"mode": a.mode, "rows": rows}, indent=1) + "\n")
+
+
+def measure(a, tp, flags):
+    """The rows of one TP degree: each prompt kind at each concurrency, off against on."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        off = stack.enter_context(serving(a.build, a.model, tp, tmp, name="off"))[1]
+        on = stack.enter_context(serving(a.build, a.model, tp, tmp, name="on",
+                                         flags=flags))[1]
+        for kind in ("grounded", "open"):
+            for c in [int(x) for x in a.concurrency.split(",")]:
+                requests = 2 * c
+                runs = {"off": [], "on": []}
+                for _ in range(a.rounds):
+                    for mode, port in (("off", off), ("on", on)):
+                        runs[mode].append(run(port, PROMPTS[kind], c, requests, a.max_tokens))
+                assert runs["off"][0]["texts"] == runs["on"][0]["texts"], "outputs differ"
+                tps = {m: percentile([r["tokens_per_s"] for r in runs[m]], 0.5) for m in runs}
+                on_tokens = sum(r["tokens"] for r in runs["on"])
+                on_accepted = sum(r["accepted"] for r in runs["on"])
+                rows.append({"tp": tp, "prompts": kind, "concurrency": c,
+                             "requests": requests, "rounds": a.rounds,
+                             "off_tokens_per_s": tps["off"], "on_tokens_per_s": tps["on"],
+                             "on_over_off": tps["on"] / tps["off"],
+                             "mean_accepted_length":
+                                 on_tokens / max(1, on_tokens - on_accepted)})
+                print(json.dumps(rows[-1]), flush=True)
+    return rows
 
 
 if __name__ == "__main__":

@@ -75,9 +75,13 @@ ABSL_FLAG(std::string, served_model_name, "",
 ABSL_FLAG(bool, prefix_caching, true,
           "serve/coordinator: reuse the KV blocks of shared prompt prefixes (false: off)");
 ABSL_FLAG(std::string, speculative, "off",
-          "serve/coordinator: speculative decoding, off or ngram (prompt lookup: proposals from "
-          "the sequence's own prompt and output, verified in one step; tokens identical to "
-          "plain decoding)");
+          "serve/coordinator: speculative decoding, off, ngram (prompt lookup: proposals from "
+          "the sequence's own prompt and output) or draft (a smaller model with the same "
+          "vocabulary, --draft_model, run in the coordinator's process); proposals are verified "
+          "in one step and the tokens are identical to plain decoding");
+ABSL_FLAG(std::string, draft_model, "",
+          "serve/coordinator --speculative draft: the draft model's GGUF (the target's "
+          "vocabulary; e.g. scripts/requantize.py --layers K of the target)");
 ABSL_FLAG(int32_t, num_speculative_tokens, 4,
           "serve/coordinator --speculative: the most tokens proposed per sequence and step, "
           "[1, 16]");
@@ -277,6 +281,7 @@ absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {
   if (!speculative.ok()) return speculative.status();
   c.engine.speculative.mode = *speculative;
   c.engine.speculative.max_draft = absl::GetFlag(FLAGS_num_speculative_tokens);
+  c.engine.speculative.draft_model = absl::GetFlag(FLAGS_draft_model);
   if (absl::Status valid = tpserve::coordinator::ValidateSpeculativeOptions(c.engine.speculative);
       !valid.ok()) {
     return valid;

@@ -14,6 +14,10 @@ namespace tpserve::cli {
 InProcessExecutor::InProcessExecutor(const model::WeightSource& weights, InProcessOptions options)
     : weights_(weights), options_(options) {}
 
+InProcessExecutor::InProcessExecutor(std::unique_ptr<const model::WeightSource> weights,
+                                     InProcessOptions options)
+    : owned_weights_(std::move(weights)), weights_(*owned_weights_), options_(options) {}
+
 absl::Status InProcessExecutor::Start() {
   model_.reset();
   if (rank_.backend == nullptr) {
@@ -26,7 +30,12 @@ absl::Status InProcessExecutor::Start() {
   engine.max_batch_tokens = std::max<int64_t>(1, options_.max_batch_tokens);
   engine.max_logit_rows = std::max<int64_t>(1, options_.max_sequences);
   engine.kv_block_size = kKvBlockSize;
-  engine.kv_blocks = std::max<int64_t>(1, options_.kv_blocks);
+  if (options_.kv_blocks <= 0 && options_.kv_budget_bytes > 0) {
+    engine.kv_budget_bytes = options_.kv_budget_bytes;
+    engine.kv_blocks = 0;  // what fits in the budget
+  } else {
+    engine.kv_blocks = std::max<int64_t>(1, options_.kv_blocks);
+  }
   engine.dequantize = options_.dequantize;
   absl::StatusOr<std::unique_ptr<engine::LlamaModel>> model =
       engine::LlamaModel::Load(weights_, plan, rank_.backend.get(), rank_.comm.get(), engine);

@@ -23,6 +23,7 @@ namespace tpserve::cli {
 
 struct InProcessOptions {
   int64_t kv_blocks = 1;           // KV cache capacity, in blocks of kKvBlockSize tokens
+  int64_t kv_budget_bytes = 0;     // > 0 (with kv_blocks 0): the capacity is what fits in it
   int64_t max_batch_tokens = 256;  // tokens computed per step, all sequences together
   int64_t max_sequences = 1;       // sequences sampled per step (logit rows)
   int threads = 1;                 // compute threads (CPU)
@@ -34,6 +35,8 @@ class InProcessExecutor final : public coordinator::StepExecutor {
  public:
   // `weights` must outlive the executor: Start() loads the model from it.
   InProcessExecutor(const model::WeightSource& weights, InProcessOptions options);
+  // Owns `weights` (a draft model's: serve --speculative draft).
+  InProcessExecutor(std::unique_ptr<const model::WeightSource> weights, InProcessOptions options);
 
   // Loads the model afresh (an empty KV cache); FAILED_PRECONDITION when it does not load,
   // InvalidArgument when the device is one this build cannot compute on.
@@ -46,6 +49,7 @@ class InProcessExecutor final : public coordinator::StepExecutor {
   std::string comm_backend() const override;
 
  private:
+  std::unique_ptr<const model::WeightSource> owned_weights_;  // null: borrowed
   const model::WeightSource& weights_;
   const InProcessOptions options_;
   // Declared before the model, which borrows both: destroyed after it.

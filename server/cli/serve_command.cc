@@ -8,10 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "server/cli/in_process_executor.h"
 #include "server/cli/local_cluster_credentials.h"
 #include "server/cli/worker_processes.h"
 #include "server/common/server_tls.h"
 #include "server/common/status_macros.h"
+#include "server/model/weights/weight_source.h"
 #include "server/worker/model_root.h"
 
 namespace tpserve::cli {
@@ -20,6 +22,27 @@ namespace {
 // How long the certificates `serve` makes for its local workers are valid: they are made
 // anew at every start and trusted by no other process.
 constexpr absl::Duration kLocalCertificateValidity = absl::Hours(30 * 24);
+
+// The draft model's KV cache (--speculative draft): a draft is small, and a sequence that
+// finds no block left merely does not draft.
+constexpr int64_t kDraftKvBudgetBytes = 256ll << 20;
+
+// --speculative draft: the draft model runs in this process, a world of one rank on one CPU
+// thread (it runs between the target's steps, while the workers wait), as many rows per step
+// as the target runs sequences.
+void SetDraftWorld(coordinator::CoordinatorOptions* options) {
+  const InProcessOptions draft{.kv_blocks = 0,
+                               .kv_budget_bytes = kDraftKvBudgetBytes,
+                               .max_batch_tokens = options->engine.scheduler.max_batch_tokens,
+                               .max_sequences = options->engine.scheduler.max_running,
+                               .threads = 1};
+  options->draft_executor =
+      [draft](
+          const std::string& path) -> absl::StatusOr<std::unique_ptr<coordinator::StepExecutor>> {
+    ASSIGN_OR_RETURN(std::unique_ptr<model::WeightSource> weights, model::OpenWeightSource(path));
+    return std::make_unique<InProcessExecutor>(std::move(weights), draft);
+  };
+}
 
 // serve's own worker children and the credentials made for them.
 struct LocalWorkers {
@@ -76,6 +99,7 @@ absl::Status RunServe(ServeOptions options) {
         options.metrics_host.empty() ? listen.substr(0, listen.rfind(':')) : options.metrics_host;
     options.coordinator.metrics_listen = absl::StrCat(host, ":", options.metrics_port);
   }
+  SetDraftWorld(&options.coordinator);
   ASSIGN_OR_RETURN(std::unique_ptr<coordinator::CoordinatorServer> server,
                    coordinator::CoordinatorServer::Start(options.coordinator));
   std::unique_ptr<http::OpenAiServer> http;

@@ -56,7 +56,7 @@ uint64_t MixSeed(uint64_t x) {
 
 }  // namespace
 
-BatchEngine::BatchEngine(BatchEngineOptions options, StepExecutor* executor,
+BatchEngine::BatchEngine(const BatchEngineOptions& options, StepExecutor* executor,
                          const model::Tokenizer& tokenizer, ServingMetrics* metrics,
                          std::function<void(bool)> on_ready)
     : options_(options),
@@ -475,16 +475,22 @@ void BatchEngine::ProposeDrafts() {
   };
   int64_t batch = 0;  // decoding sequences: a Step's plain share of the batch
   for (auto& [id, request] : requests_) batch += decoding(request->seq) ? 1 : 0;
+  std::vector<DraftJob> jobs;  // draft mode: the draft model proposes for them all at once
   for (auto& [id, request] : requests_) {
     Sequence& seq = request->seq;
-    if (!decoding(seq) || request->constraint != nullptr) {  // a mask binds one position
-      seq.draft.clear();
-      continue;
-    }
+    seq.draft.clear();
+    if (!decoding(seq) || request->constraint != nullptr) continue;  // a mask binds one position
     // After m accepted proposals and one more draw the request holds m + 1 more tokens.
     const int64_t limit = request->spec.max_tokens - static_cast<int64_t>(seq.generated.size()) - 1;
-    speculator_.Propose(seq, batch, limit, &seq.draft);
+    if (options_.draft == nullptr) {
+      speculator_.Propose(seq, batch, limit, &seq.draft);
+    } else if (const int64_t k = speculator_.DraftLength(seq, batch, limit); k > 0) {
+      jobs.push_back({.seq = &seq, .length = k, .draft = &seq.draft});
+    }
   }
+  if (jobs.empty()) return;
+  options_.draft->Propose(jobs);
+  speculator_.ObserveDraft(options_.draft->last_proposed(), options_.draft->last_wall());
 }
 
 void BatchEngine::DeliverDraws(Request* request, absl::Span<const engine::SampleResult> draws,
@@ -616,6 +622,7 @@ void BatchEngine::Finish(Request* request, const absl::Status& status_in) {
   metrics_->request_duration.Observe(Seconds(absl::Now() - request->arrival));
   if (scheduler_ != nullptr) scheduler_->Remove(&request->seq);
   speculator_.Forget(request->seq.id);
+  if (options_.draft != nullptr) options_.draft->Forget(request->seq.id);
   std::shared_ptr<ResponseSink> sink = std::move(request->sink);
   requests_.erase(request->seq.id);  // destroys *request
   Publish();

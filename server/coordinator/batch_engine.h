@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/coordinator/block_manager.h"
+#include "server/coordinator/draft_model.h"
 #include "server/coordinator/request_validator.h"
 #include "server/coordinator/response_sink.h"
 #include "server/coordinator/scheduler.h"
@@ -64,6 +65,8 @@ struct BatchEngineOptions {
   absl::Duration mask_budget = absl::Milliseconds(250);
   // Speculative decoding (serve --speculative): off by default.
   SpeculativeOptions speculative;
+  // Draft mode's draft model (started; not owned, outlives the engine); null in other modes.
+  DraftModel* draft = nullptr;
 };
 
 // A snapshot for GetModelInfo (and, later, metrics).
@@ -86,8 +89,9 @@ class BatchEngine {
  public:
   // `executor` (not yet started: the loop starts it), `tokenizer` and `metrics` must outlive
   // the engine. `on_ready` (may be empty) is called whenever readiness changes.
-  BatchEngine(BatchEngineOptions options, StepExecutor* executor, const model::Tokenizer& tokenizer,
-              ServingMetrics* metrics, std::function<void(bool ready)> on_ready);
+  BatchEngine(const BatchEngineOptions& options, StepExecutor* executor,
+              const model::Tokenizer& tokenizer, ServingMetrics* metrics,
+              std::function<void(bool ready)> on_ready);
   ~BatchEngine();  // Stop()
 
   void Start();

@@ -86,6 +86,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   options.pool.vocab_size = static_cast<int32_t>(config.vocab_size);
   RETURN_IF_ERROR(
       s->StartMetrics(options.metrics_listen, static_cast<int>(options.pool.workers.size())));
+  if (options.engine.speculative.mode == SpeculativeMode::kDraft) {
+    RETURN_IF_ERROR(s->StartDraft(options));
+  }
   RETURN_IF_ERROR(s->CreateEngine(options));
   s->model_info_ = DescribeModel(options, config, *s->tokenizer_);
   s->service_ =
@@ -120,6 +123,30 @@ absl::Status CoordinatorServer::StartMetrics(const std::string& metrics_listen, 
     registry_ = std::make_shared<prometheus::Registry>();
   }
   metrics_ = std::make_unique<ServingMetrics>(*registry_, world_size);
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorServer::StartDraft(CoordinatorOptions& options) {
+  const std::string& path = options.engine.speculative.draft_model;
+  auto refused = [&](const absl::Status& why) {
+    return absl::FailedPreconditionError(absl::StrCat("--draft_model ", path, ": ", why.message()));
+  };
+  absl::StatusOr<std::unique_ptr<model::Tokenizer>> tokenizer = model::Tokenizer::Load(path);
+  if (!tokenizer.ok()) return refused(tokenizer.status());
+  RETURN_IF_ERROR(CheckSameVocabulary(*tokenizer_, **tokenizer));
+  absl::StatusOr<std::unique_ptr<model::WeightSource>> weights = model::OpenWeightSource(path);
+  if (!weights.ok()) return refused(weights.status());
+  const DraftModelOptions draft{.max_batch_tokens = options.engine.scheduler.max_batch_tokens,
+                                .max_positions = (*weights)->config().context_length};
+  weights->reset();
+  if (!options.draft_executor) return refused(absl::UnimplementedError("no draft world here"));
+  absl::StatusOr<std::unique_ptr<StepExecutor>> executor = options.draft_executor(path);
+  if (!executor.ok()) return refused(executor.status());
+  draft_ = std::make_unique<DraftModel>(*std::move(executor), draft);
+  if (absl::Status started = draft_->Start(); !started.ok()) return refused(started);
+  LOG(INFO) << "speculative decoding: draft model " << path << " up, " << draft_->total_blocks()
+            << " KV blocks";
+  options.engine.draft = draft_.get();
   return absl::OkStatus();
 }
 

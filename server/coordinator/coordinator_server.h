@@ -22,6 +22,7 @@
 #include "server/common/server_tls.h"
 #include "server/coordinator/api_keys.h"
 #include "server/coordinator/batch_engine.h"
+#include "server/coordinator/draft_model.h"
 #include "server/coordinator/generation_service.h"
 #include "server/coordinator/request_validator.h"
 #include "server/coordinator/serving_metrics.h"
@@ -47,6 +48,10 @@ struct CoordinatorOptions {
   ServingLimits limits;
   BatchEngineOptions engine;
   WorkerPoolOptions pool;  // workers, KV budget, threads, timeouts (model_path is filled in)
+  // Draft mode (engine.speculative): builds the draft model's world, not started, over the
+  // GGUF at `path` (the command line's: the model in this process).
+  std::function<absl::StatusOr<std::unique_ptr<StepExecutor>>(const std::string& path)>
+      draft_executor;
 };
 
 // What another front end of the same engine (the OpenAI HTTP API) serves from: the gRPC
@@ -88,6 +93,10 @@ class CoordinatorServer {
   absl::StatusOr<model::ModelConfig> LoadModel(const std::string& model_path);
   // The Prometheus endpoint (when metrics_listen is set) and the serving metrics.
   absl::Status StartMetrics(const std::string& metrics_listen, int world_size);
+  // Draft mode: the draft model, checked against the target's vocabulary and loaded
+  // (FAILED_PRECONDITION or InvalidArgument naming --draft_model otherwise); filled into
+  // options.engine.
+  absl::Status StartDraft(CoordinatorOptions& options);
   // The worker pool, the step trace (when asked for; filled into options.engine) and the batch
   // engine, not started yet.
   absl::Status CreateEngine(CoordinatorOptions& options);
@@ -104,6 +113,7 @@ class CoordinatorServer {
   std::unique_ptr<ServingMetrics> metrics_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<StepTrace> step_trace_;  // before engine_: the engine writes to it
+  std::unique_ptr<DraftModel> draft_;      // draft mode; before engine_, which uses it
   std::unique_ptr<BatchEngine> engine_;
   std::unique_ptr<ApiKeys> api_keys_;  // null: no key asked for
   tpserve::v1::ModelInfo model_info_;  // DescribeModel's

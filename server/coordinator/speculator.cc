@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -19,12 +20,9 @@ constexpr double kMargin = 1.25;
 absl::StatusOr<SpeculativeMode> ParseSpeculativeMode(const std::string& text) {
   if (text == "off") return SpeculativeMode::kOff;
   if (text == "ngram") return SpeculativeMode::kNgram;
-  if (text == "draft") {
-    return absl::InvalidArgumentError(
-        "--speculative: draft (a draft model) is not available in this build; use ngram or off");
-  }
+  if (text == "draft") return SpeculativeMode::kDraft;
   return absl::InvalidArgumentError(
-      absl::StrCat("--speculative: '", text, "' is not one of off, ngram"));
+      absl::StrCat("--speculative: '", text, "' is not one of off, ngram, draft"));
 }
 
 absl::Status ValidateSpeculativeOptions(const SpeculativeOptions& options) {
@@ -32,10 +30,18 @@ absl::Status ValidateSpeculativeOptions(const SpeculativeOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--num_speculative_tokens: ", options.max_draft, " is outside [1, 16]"));
   }
+  const bool draft = options.mode == SpeculativeMode::kDraft;
+  if (draft && options.draft_model.empty()) {
+    return absl::InvalidArgumentError("--draft_model: --speculative draft needs a draft model");
+  }
+  if (!draft && !options.draft_model.empty()) {
+    return absl::InvalidArgumentError(
+        "--draft_model: given without --speculative draft, which alone uses it");
+  }
   return absl::OkStatus();
 }
 
-Speculator::Speculator(SpeculativeOptions options) : options_(options) {}
+Speculator::Speculator(SpeculativeOptions options) : options_(std::move(options)) {}
 
 double Speculator::per_token_cost() const {
   const double variance = w_ * nn_ - n_ * n_;
@@ -58,10 +64,15 @@ void Speculator::ObserveStep(int64_t tokens, absl::Duration wall) {
   nt_ = nt_ * kCostDecay + n * t;
 }
 
-void Speculator::Propose(const Sequence& seq, int64_t batch, int64_t limit,
-                         std::vector<int32_t>* draft) {
-  draft->clear();
-  if (!enabled() || limit <= 0) return;
+void Speculator::ObserveDraft(int64_t proposed, absl::Duration wall) {
+  if (proposed <= 0) return;
+  const double per = absl::ToDoubleSeconds(wall) / static_cast<double>(proposed);
+  draft_cost_ =
+      draft_cost_ <= 0 ? per : kAcceptanceDecay * draft_cost_ + (1 - kAcceptanceDecay) * per;
+}
+
+int64_t Speculator::DraftLength(const Sequence& seq, int64_t batch, int64_t limit) {
+  if (!enabled() || limit <= 0) return 0;
   State& state = states_[seq.id];
   int64_t k = std::clamp<int64_t>(std::lround(state.accepted) + 1, 1, options_.max_draft);
   k = std::min(k, limit);
@@ -70,18 +81,28 @@ void Speculator::Propose(const Sequence& seq, int64_t batch, int64_t limit,
   const double b = per_token_cost();
   const double per_token = (fixed_cost() + b * static_cast<double>(batch)) /
                            static_cast<double>(std::max<int64_t>(1, batch));
-  const bool pays = b <= 0 || state.accepted * per_token >= kMargin * b * static_cast<double>(k);
+  const double cost = b + draft_cost_;
+  const bool pays =
+      cost <= 0 || state.accepted * per_token >= kMargin * cost * static_cast<double>(k);
   if (!pays) {
-    if (++state.idle < kProbeEvery) return;
-    k = 1;  // probe: has the text turned repetitive?
+    if (++state.idle < kProbeEvery) return 0;
+    k = 1;  // probe: has the text turned repetitive, or the draft a better guess?
   }
-  ProposeNgram(seq.prompt, seq.generated, options_.ngram, k, draft);
-  if (!draft->empty()) state.idle = 0;
+  return k;
+}
+
+void Speculator::Propose(const Sequence& seq, int64_t batch, int64_t limit,
+                         std::vector<int32_t>* draft) {
+  draft->clear();
+  const int64_t k = DraftLength(seq, batch, limit);
+  if (k > 0) ProposeNgram(seq.prompt, seq.generated, options_.ngram, k, draft);
+  if (!draft->empty()) states_[seq.id].idle = 0;
 }
 
 void Speculator::Record(uint64_t seq_id, int64_t proposed, int64_t accepted) {
   if (proposed <= 0) return;
   State& state = states_[seq_id];
+  state.idle = 0;  // it drafted (a draft model's proposals are known only here)
   state.accepted =
       kAcceptanceDecay * state.accepted + (1 - kAcceptanceDecay) * static_cast<double>(accepted);
 }

@@ -1,13 +1,14 @@
 // Speculator: speculative decoding's policy on the coordinator — for each decoding sequence,
-// whether to propose tokens for the next step, how many, and which (ngram mode:
-// ProposeNgram). Verification on rank 0 keeps the tokens exactly those of plain decoding
-// (engine::VerifyDraft), so this decides only speed:
+// whether to propose tokens for the next step and how many (DraftLength), and in ngram mode
+// which (ProposeNgram; draft mode: DraftModel). Verification on rank 0 keeps the tokens exactly
+// those of plain decoding (engine::VerifyDraft), so this decides only speed:
 //   - per sequence, the draft length follows its acceptance: an exponential average of the
 //     proposals it had accepted per drafted step, rounded, plus one, within [1, max_draft];
 //   - per step, a sequence drafts only while the tokens it is expected to gain are worth more
 //     than the positions it adds, under a cost model of the world's steps fitted from their
 //     wall times (t = a + b x tokens, least squares, recent steps weighing most): at batch
-//     size N a decode token costs (a + bN) / N, a proposed position b. So speculation fades
+//     size N a decode token costs (a + bN) / N, a proposed position b, plus in draft mode
+//     what the draft model took per proposal (an average of its calls). So speculation fades
 //     as the batch grows and extra positions cost real compute;
 //   - a sequence that stopped drafting tries one proposal again every kProbeEvery steps.
 // Owned by the engine thread; not thread-safe.
@@ -26,17 +27,19 @@
 
 namespace tpserve::coordinator {
 
-enum class SpeculativeMode { kOff, kNgram };
+enum class SpeculativeMode { kOff, kNgram, kDraft };
 
 struct SpeculativeOptions {
   SpeculativeMode mode = SpeculativeMode::kOff;
   int max_draft = 4;  // --num_speculative_tokens: the most proposed per step, [1, 16]
   NgramOptions ngram;
+  std::string draft_model;  // --draft_model: the draft's GGUF (draft mode)
 };
 
-// --speculative's value: "off" or "ngram"; InvalidArgument naming the flag otherwise.
+// --speculative's value: "off", "ngram" or "draft"; InvalidArgument naming the flag otherwise.
 absl::StatusOr<SpeculativeMode> ParseSpeculativeMode(const std::string& text);
-// InvalidArgument naming --num_speculative_tokens when max_draft is outside [1, 16].
+// InvalidArgument naming --num_speculative_tokens when max_draft is outside [1, 16], and
+// --draft_model when it is missing in draft mode or given in another.
 absl::Status ValidateSpeculativeOptions(const SpeculativeOptions& options);
 
 class Speculator {
@@ -47,9 +50,11 @@ class Speculator {
 
   bool enabled() const { return options_.mode != SpeculativeMode::kOff; }
 
-  // The tokens `seq` (decoding: every known token but its last is computed) proposes for a
-  // step of `batch` decoding sequences, at most `limit` (what its max_tokens leaves), into
-  // `draft` (cleared; empty: a plain decode step).
+  // How many tokens `seq` (decoding: every known token but its last is computed) is to
+  // propose for a step of `batch` decoding sequences, at most `limit` (what its max_tokens
+  // leaves); 0: none (a plain decode step).
+  int64_t DraftLength(const Sequence& seq, int64_t batch, int64_t limit);
+  // Ngram mode: DraftLength's proposals, into `draft` (cleared; empty: a plain decode step).
   void Propose(const Sequence& seq, int64_t batch, int64_t limit, std::vector<int32_t>* draft);
   // `seq_id` proposed `proposed` tokens in a step and `accepted` of them were accepted.
   void Record(uint64_t seq_id, int64_t proposed, int64_t accepted);
@@ -57,10 +62,13 @@ class Speculator {
   void Forget(uint64_t seq_id) { states_.erase(seq_id); }
   // A step of `tokens` positions took `wall`: the cost model's evidence.
   void ObserveStep(int64_t tokens, absl::Duration wall);
+  // Draft mode: the draft model took `wall` to propose `proposed` tokens.
+  void ObserveDraft(int64_t proposed, absl::Duration wall);
 
   // The cost model: seconds per step, a + b x tokens (b >= 0). For tests and the log.
   double fixed_cost() const;
   double per_token_cost() const;
+  double draft_cost() const { return draft_cost_; }  // seconds per proposal (draft mode)
 
  private:
   struct State {
@@ -72,6 +80,7 @@ class Speculator {
   absl::flat_hash_map<uint64_t, State> states_;
   // Exponentially weighted sums of steps' (tokens, seconds): weight, Σn, Σt, Σn², Σnt.
   double w_ = 0, n_ = 0, t_ = 0, nn_ = 0, nt_ = 0;
+  double draft_cost_ = 0;  // exponential average of the draft's seconds per proposal
 };
 
 }  // namespace tpserve::coordinator

@@ -20,8 +20,8 @@ TEST(SpeculatorTest, FlagsAreParsedAndChecked) {
   EXPECT_EQ(*ParseSpeculativeMode("off"), SpeculativeMode::kOff);
   EXPECT_EQ(*ParseSpeculativeMode("ngram"), SpeculativeMode::kNgram);
   EXPECT_EQ(ParseSpeculativeMode("maybe").status().message(),
-            "--speculative: 'maybe' is not one of off, ngram");
-  EXPECT_FALSE(ParseSpeculativeMode("draft").ok());
+            "--speculative: 'maybe' is not one of off, ngram, draft");
+  EXPECT_EQ(*ParseSpeculativeMode("draft"), SpeculativeMode::kDraft);
   SpeculativeOptions o;
   for (int k : {1, 4, 16}) {
     o.max_draft = k;
@@ -32,6 +32,15 @@ TEST(SpeculatorTest, FlagsAreParsedAndChecked) {
             "--num_speculative_tokens: 17 is outside [1, 16]");
   o.max_draft = 0;
   EXPECT_FALSE(ValidateSpeculativeOptions(o).ok());
+  o.max_draft = 4;
+  o.mode = SpeculativeMode::kDraft;
+  EXPECT_EQ(ValidateSpeculativeOptions(o).message(),
+            "--draft_model: --speculative draft needs a draft model");
+  o.draft_model = "draft.gguf";
+  EXPECT_TRUE(ValidateSpeculativeOptions(o).ok());
+  o.mode = SpeculativeMode::kNgram;
+  EXPECT_EQ(ValidateSpeculativeOptions(o).message(),
+            "--draft_model: given without --speculative draft, which alone uses it");
 }
 
 TEST(SpeculatorTest, OffProposesNothing) {
@@ -92,6 +101,24 @@ TEST(SpeculatorTest, TheCostModelTurnsDraftingDownAsTheBatchGrows) {
     drafted += draft.empty() ? 0 : 1;
   }
   EXPECT_EQ(drafted, 2) << "at batch 200, only the probes";
+}
+
+// Draft mode: DraftLength decides alone, and what the draft model takes per proposal counts
+// as cost.
+TEST(SpeculatorTest, ADraftModelsTimeCountsAgainstItsProposals) {
+  SpeculativeOptions o;
+  o.mode = SpeculativeMode::kDraft;
+  o.draft_model = "draft.gguf";
+  Speculator s(o);
+  for (int64_t n : {1, 5, 16, 64}) {
+    s.ObserveStep(n, absl::Milliseconds(10) + n * absl::Microseconds(500));
+  }
+  const Sequence seq = Repeating();
+  for (int i = 0; i < 20; ++i) s.Record(seq.id, 1, 1);
+  EXPECT_EQ(s.DraftLength(seq, 1, 100), 2) << "1 accepted x 10.5 ms pays 2 x 0.5 ms";
+  s.ObserveDraft(4, absl::Milliseconds(40));  // 10 ms per proposal
+  EXPECT_NEAR(s.draft_cost(), 0.010, 1e-9);
+  EXPECT_EQ(s.DraftLength(seq, 1, 100), 0) << "1 accepted x 10.5 ms does not pay 2 x 10.5 ms";
 }
 
 }  // namespace

@@ -1,16 +1,20 @@
-"""Speculative decoding (`serve --speculative ngram`) end to end on SmolLM2: every request gets
+"""Speculative decoding (`serve --speculative ngram`, and `draft` with a draft model made of
+SmolLM2's first blocks by scripts/requantize.py --layers) end to end on SmolLM2: every request gets
 exactly the token ids (and log-probabilities) it gets without speculation — greedy, and seeded
 at temperature 0.8 with top-p; with stop strings and logprobs; alone and sixteen at once; at
 TP=1, 2 and 3; in a KV cache so tight that requests are preempted and recomputed; across a
 worker killed mid-stream; and a resumed stream continues exactly. Input-grounded prompts get
 proposals accepted (usage and metrics say so), every KV block is free once idle (rollback
-leaks none), and bad flags are refused at start. Every call has a deadline; servers are stopped in finalizers."""
+leaks none), and bad flags are refused at start: a draft model that is missing, does not load
+or has another vocabulary among them. Every call has a deadline; servers are stopped in
+finalizers."""
 import concurrent.futures
 import json
 import os
 import pathlib
 import signal
 import subprocess
+import sys
 
 import grpc
 import pytest
@@ -21,6 +25,7 @@ from tpserve.v1 import generate_pb2 as pb
 from tpserve.v1 import generate_pb2_grpc as pb_grpc
 
 CALL_S = 180
+DRAFT_LAYERS = 6  # of SmolLM2's 30 blocks
 PROMPTS = json.loads((pathlib.Path(__file__).parent / "data" /
                       "speculative_prompts.json").read_text())
 
@@ -80,6 +85,15 @@ def spec(request, tmp_path_factory, tpserve_bin, smollm_gguf):
 
 
 @pytest.fixture(scope="module")
+def draft_gguf(tmp_path_factory, repo_root, smollm_gguf):
+    out = tmp_path_factory.mktemp("draft") / f"smollm2-{DRAFT_LAYERS}-layers.gguf"
+    subprocess.run([sys.executable, str(repo_root / "scripts" / "requantize.py"), str(smollm_gguf),
+                    str(out), "--type", "Q4_1", "--layers", str(DRAFT_LAYERS)],
+                   check=True, timeout=600)
+    return out
+
+
+@pytest.fixture(scope="module")
 def reference(plain):
     """Each request alone on the server without speculation."""
     return [_generate(plain, r) for r in _requests()]
@@ -107,6 +121,29 @@ def test_tokens_are_those_of_plain_decoding_alone_and_in_a_batch(spec, reference
     assert serve_procs.metric(spec, "tpserve_spec_accepted_by_position_total") == accepted
 
 
+def test_a_draft_model_keeps_the_tokens_alone_and_in_a_batch(request, tmp_path_factory,
+                                                             tpserve_bin, smollm_gguf, reference):
+    # SmolLM2 as its own draft: its greedy proposals are accepted where the target's draw is
+    # greedy too, and rejected where it is seeded (a first-blocks draft is rarely right).
+    draft = start_with_metrics(request, tmp_path_factory, tpserve_bin, smollm_gguf, "spec_draft",
+                               speculative="draft", draft_model=smollm_gguf)
+    reqs = _requests()
+    alone = [_generate(draft, r) for r in reqs]
+    for a, b in zip(reference, alone):
+        _same(a, b)
+    for r in alone:
+        assert r.usage.speculative_accepted_tokens <= r.usage.speculative_proposed_tokens
+    assert sum(r.usage.speculative_accepted_tokens for r in alone) > 0, "nothing accepted"
+    for a, b in zip(reference[:8], _concurrently(draft, reqs[:8])):
+        _same(a, b)
+    info = _info(draft)
+    assert info.kv_blocks_free == info.kv_blocks_total
+    assert serve_procs.metric(draft, "tpserve_spec_draft_tokens_total") >= \
+        serve_procs.metric(draft, "tpserve_spec_accepted_tokens_total") > 0
+    assert "draft model" in draft.log_tail(1 << 20)
+    assert serve_procs.stop(draft, timeout_s=60) == 0, draft.log_tail()
+
+
 def test_a_resumed_stream_continues_exactly(spec, reference):
     req = _requests()[1]  # grounded and seeded, with logprobs
     whole = reference[1]
@@ -127,12 +164,17 @@ def test_other_world_sizes_keep_the_tokens(request, tmp_path_factory, tpserve_bi
                              f"spec_off_tp{tp}", tp=tp)
     want = [_generate(off, r) for r in reqs]
     assert serve_procs.stop(off, timeout_s=60) == 0, off.log_tail()
-    on = start_with_metrics(request, tmp_path_factory, tpserve_bin, smollm_gguf, f"spec_tp{tp}",
-                            tp=tp, speculative="ngram")
-    for a, b in zip(want, _concurrently(on, reqs)):
-        _same(a, b)
-    assert serve_procs.metric(on, "tpserve_spec_accepted_tokens_total") > 0
-    assert serve_procs.stop(on, timeout_s=60) == 0, on.log_tail()
+    modes = [dict(speculative="ngram")]
+    if tp == 3:  # the draft model runs beside any world: here one of three ranks
+        modes.append(dict(speculative="draft", draft_model=request.getfixturevalue("draft_gguf")))
+    for flags in modes:
+        on = start_with_metrics(request, tmp_path_factory, tpserve_bin, smollm_gguf,
+                                f"spec_{flags['speculative']}_tp{tp}", tp=tp, **flags)
+        for a, b in zip(want, _concurrently(on, reqs)):
+            _same(a, b)
+        counted = "accepted" if flags["speculative"] == "ngram" else "draft"  # see above
+        assert serve_procs.metric(on, f"tpserve_spec_{counted}_tokens_total") > 0
+        assert serve_procs.stop(on, timeout_s=60) == 0, on.log_tail()
 
 
 def test_preempted_requests_keep_the_tokens(request, tmp_path_factory, tpserve_bin, smollm_gguf,
@@ -172,11 +214,38 @@ def test_a_killed_worker_loses_no_token(request, tmp_path_factory, tpserve_bin, 
 @pytest.mark.parametrize("flags,says", [
     (["--speculative=ngram", "--num_speculative_tokens=0"], "--num_speculative_tokens: 0"),
     (["--speculative=ngram", "--num_speculative_tokens=17"], "is outside [1, 16]"),
-    (["--speculative=sometimes"], "--speculative: 'sometimes' is not one of off, ngram"),
-    (["--speculative=draft"], "draft (a draft model) is not available"),
+    (["--speculative=sometimes"], "--speculative: 'sometimes' is not one of off, ngram, draft"),
+    (["--speculative=draft"], "--draft_model: --speculative draft needs a draft model"),
+    (["--speculative=ngram", "--draft_model=x.gguf"], "--draft_model: given without"),
 ])
 def test_bad_flags_are_refused_at_start(tpserve_bin, smollm_gguf, flags, says):
     done = subprocess.run([tpserve_bin, "serve", f"--model={smollm_gguf}", "--port=0"] + flags,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert says in done.stderr, done.stderr[-2000:]
+
+
+def _tiny_gguf(repo_root, out):
+    subprocess.run([sys.executable, str(repo_root / "scripts" / "make-tiny-model.py"),
+                    "--out", str(out), "--name", "tiny", "--d-model", "64", "--heads", "4",
+                    "--kv-heads", "2", "--ffn", "96", "--vocab", "300"], check=True, timeout=120)
+    return out / "tiny.gguf"
+
+
+@pytest.mark.parametrize("draft,says", [
+    ("missing", "--draft_model {path}: "),
+    ("not_gguf", "--draft_model {path}: "),
+    ("other_vocabulary", "--draft_model: its vocabulary has 300 tokens, the target's 49152"),
+])
+def test_a_draft_model_that_cannot_serve_is_refused_at_start(tpserve_bin, smollm_gguf, repo_root,
+                                                            tmp_path, draft, says):
+    path = tmp_path / "draft.gguf"
+    if draft == "not_gguf":
+        path.write_bytes(b"this is not a GGUF file\n" * 64)
+    elif draft == "other_vocabulary":
+        path = _tiny_gguf(repo_root, tmp_path / "tiny")
+    done = subprocess.run([tpserve_bin, "serve", f"--model={smollm_gguf}", "--port=0", "--tp=1",
+                           "--speculative=draft", f"--draft_model={path}"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert says.format(path=path) in done.stderr, done.stderr[-2000:]
