@@ -4,7 +4,9 @@
 // Prints one JSON object: prefill tokens/s for one prompt of PROMPT_TOKENS, and for each
 // batch size B the total decode tokens/s of B sequences decoding together (each after its
 // own prompt of 16 tokens), medians over REPS repetitions, plus the bytes of weights one decode
-// step reads (the file's blocks when packed, f32 when exact: --dequantize). Also the process's
+// step reads (the file's blocks when packed, f32 when exact: --dequantize). And speculative
+// verification's cost: one sequence computing 1 + K positions in a step with the logits of
+// each (K = 1, 2, 4, 8), as a ratio to its plain decode step (K = 0). Also the process's
 // peak RSS and the load time. bench/engine_vs_llama_cpp.py runs it side by side with llama.cpp.
 #include <sys/resource.h>
 
@@ -92,9 +94,9 @@ int Run(int argc, char** argv) {
   tpserve::comm::SingleRankCommunicator comm;
   tpserve::engine::EngineOptions options;
   options.max_batch_tokens = std::max<int64_t>(prompt_len, 16 * max_batch);
-  options.max_logit_rows = max_batch;
+  options.max_logit_rows = std::max<int64_t>(max_batch, 9);
   const int64_t blocks_per_seq =
-      (std::max<int64_t>(prompt_len, 16 + steps) + tpserve::kKvBlockSize - 1) /
+      (std::max<int64_t>(prompt_len, 16 + 9 * steps) + tpserve::kKvBlockSize - 1) /
       tpserve::kKvBlockSize;
   options.kv_blocks = blocks_per_seq * max_batch;
   options.dequantize = weights_mode == "exact";
@@ -178,6 +180,31 @@ int Run(int argc, char** argv) {
     }
     out["decode_tok_s"][std::to_string(b)] = Median(rates);
   }
+  // Verification: one sequence, 1 + K new positions, every one's logits, at the same
+  // contexts whatever K (step s at position 16 + 9s, over a cache prefilled that far).
+  double plain_step_s = 0;
+  for (int64_t k : {0, 1, 2, 4, 8}) {
+    std::vector<double> walls;
+    for (int64_t rep = 0; rep < reps; ++rep) {
+      for (int64_t pos = 0; pos < 16 + 9 * steps; pos += options.max_batch_tokens) {
+        const int64_t n = std::min<int64_t>(options.max_batch_tokens, 16 + 9 * steps - pos);
+        StepSequence chunk{tokens(n, pos), static_cast<int32_t>(pos), table(0)};
+        chunk.want_logits = false;
+        run({{chunk}});
+      }
+      const auto t0 = Clock::now();
+      for (int64_t step = 0; step < steps; ++step) {
+        StepSequence seq{tokens(1 + k, step), static_cast<int32_t>(16 + 9 * step), table(0)};
+        seq.all_logits = true;
+        run({{seq}});
+      }
+      walls.push_back(std::chrono::duration<double>(Clock::now() - t0).count() /
+                      static_cast<double>(steps));
+    }
+    if (k == 0) plain_step_s = Median(walls);
+    out["verify_step_over_plain"][std::to_string(k)] = Median(walls) / plain_step_s;
+  }
+  out["plain_step_s"] = plain_step_s;
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   out["peak_rss_bytes"] = static_cast<int64_t>(usage.ru_maxrss) * 1024;

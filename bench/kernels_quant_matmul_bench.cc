@@ -81,7 +81,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
   for (k::WeightFormat format : {k::WeightFormat::kQ4_1, k::WeightFormat::kQ8_0}) {
     for (k::QuantIsa isa : {k::QuantIsa::kAvx2, k::QuantIsa::kAvx512Vnni}) {
       for (int threads : {1, 2}) {
-        for (int64_t m : {1, 16, 128}) {
+        for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 128}) {
           for (auto [n, cols] : {std::pair<int64_t, int64_t>{1536, 576},  // w_gate / w_up
                                  {576, 1536}}) {                          // w_down
             b->Args({static_cast<int64_t>(format), static_cast<int64_t>(isa), n, cols, m, threads});

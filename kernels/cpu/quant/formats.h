@@ -42,16 +42,22 @@ inline constexpr int kQuantIsaCount = 2;
 // Tiles of the formats with 32-value blocks (tile32.h), per instruction set:
 //   rows8: y[(8g + r) * ldy + j] = dot(x row 8g + r, w row j), g < groups, r < 8,
 //          j < nr (<= kRows8Width); x: groups x kb blocks of 8 interleaved rows;
-//   cols8: y[j] = dot(x, w row j), j < nr (<= 8); x: one row of kb blocks.
+//   cols8: y[j] = dot(x, w row j), j < nr (<= 8); x: one row of kb blocks;
+//   colsn: y[i * ldy + j] = dot(x row i, w row j), 2 <= mr <= kColsRows, j < nr (<= 8);
+//          x: mr rows of kb blocks, `x_stride` blocks apart; the same values as cols8's.
 //   w: nr rows of `w_stride` bytes.
 using Rows8TileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x,
                              int64_t groups, int64_t kb, float* y, int64_t ldy);
 using Cols8TileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x,
                              int64_t kb, float* y);
+inline constexpr int kColsRows = 7;  // the rows a whole group of 8 can leave
+using ColsNTileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x,
+                             int64_t x_stride, int mr, int64_t kb, float* y, int64_t ldy);
 struct Tiles32 {
   struct Isa {
     Rows8TileFn rows8;
     Cols8TileFn cols8;
+    ColsNTileFn colsn;
   };
   Isa isa[kQuantIsaCount];  // indexed by QuantIsa
 };

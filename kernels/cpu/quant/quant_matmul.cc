@@ -157,8 +157,8 @@ void Interleaved8Matmul(const Interleaved8::Isa& tile, const QuantScratch& scrat
 
 // y [m, n] from the file's rows w through the 32-value integer tiles: groups of 8 rows of x
 // through rows8, each tile of weight rows read once while every group sweeps it; the rows past
-// the last whole group through cols8, each column block of weights read from memory once while
-// those rows sweep it.
+// the last whole group through colsn (cols8 for a lone row), each column block of weights read
+// from memory once while those rows sweep it.
 void Tiles32Matmul(const Tiles32::Isa& tiles, const QuantScratch& scratch, const uint8_t* w,
                    int64_t row_bytes, float* y, int64_t m, int64_t n, int64_t kb, int64_t groups,
                    ThreadPool* pool) {
@@ -176,10 +176,18 @@ void Tiles32Matmul(const Tiles32::Isa& tiles, const QuantScratch& scratch, const
     if (8 * groups == m) return;
     for (int64_t jb = j0; jb < j1; jb += block) {
       const int64_t je = std::min(j1, jb + block);
-      for (int64_t i = 8 * groups; i < m; ++i) {
+      // The rows past the groups (at most kColsRows) together, each weight tile unpacked once
+      // for them; a lone row through cols8.
+      for (int64_t i = 8 * groups; i < m; i += kColsRows) {
+        const int mr = static_cast<int>(std::min<int64_t>(kColsRows, m - i));
         for (int64_t j = jb; j < je; j += 8) {
           const int nr = static_cast<int>(std::min<int64_t>(8, je - j));
-          tiles.cols8(w + j * row_bytes, row_bytes, nr, xq + i * kb, kb, y + i * n + j);
+          if (mr == 1) {
+            tiles.cols8(w + j * row_bytes, row_bytes, nr, xq + i * kb, kb, y + i * n + j);
+          } else {
+            tiles.colsn(w + j * row_bytes, row_bytes, nr, xq + i * kb, kb, mr, kb, y + i * n + j,
+                        n);
+          }
         }
       }
     }

@@ -170,22 +170,24 @@ TEST_P(QuantMatmulTest, FloatFormatsTakeOddLengths) {
 TEST_P(QuantMatmulTest, BatchAndThreadInvariant) {
   const WeightFormat format = GetParam();
   const int64_t k = 2 * std::max<int64_t>(32, FormatKernelsFor(format).block_values);
-  const int64_t m = 37, n = 45;
-  const std::vector<float> x = RandomVector(m * k, 3);  // [m, k]
-  const std::vector<uint8_t> w = Layout(format, RandomRows(format, n, k, 4), n, k);
-  std::vector<float> batch(m * n);
-  QuantScratch scratch;
-  ThreadPool three(3);
-  QuantMatmul(format, x.data(), w.data(), batch.data(), m, n, k, &three, &scratch);
-  for (int64_t i = 0; i < m; ++i) {
-    std::vector<float> alone(n);
-    QuantMatmul(format, x.data() + i * k, w.data(), alone.data(), 1, n, k, nullptr, &scratch);
-    ASSERT_TRUE(BitEqual(alone.data(), batch.data() + i * n, n)) << "row " << i;
+  const int64_t n = 45;
+  for (int64_t m : {2, 3, 4, 5, 7, 37}) {  // colsn's row counts, and groups with rows past them
+    const std::vector<float> x = RandomVector(m * k, 3);  // [m, k]
+    const std::vector<uint8_t> w = Layout(format, RandomRows(format, n, k, 4), n, k);
+    std::vector<float> batch(m * n);
+    QuantScratch scratch;
+    ThreadPool three(3);
+    QuantMatmul(format, x.data(), w.data(), batch.data(), m, n, k, &three, &scratch);
+    for (int64_t i = 0; i < m; ++i) {
+      std::vector<float> alone(n);
+      QuantMatmul(format, x.data() + i * k, w.data(), alone.data(), 1, n, k, nullptr, &scratch);
+      ASSERT_TRUE(BitEqual(alone.data(), batch.data() + i * n, n)) << "row " << i << " of " << m;
+    }
+    ThreadPool two(2);
+    std::vector<float> again(m * n);
+    QuantMatmul(format, x.data(), w.data(), again.data(), m, n, k, &two, &scratch);
+    EXPECT_TRUE(BitEqual(again.data(), batch.data(), m * n));
   }
-  ThreadPool two(2);
-  std::vector<float> again(m * n);
-  QuantMatmul(format, x.data(), w.data(), again.data(), m, n, k, &two, &scratch);
-  EXPECT_TRUE(BitEqual(again.data(), batch.data(), m * n));
 }
 
 // The AVX2 tiles and the AVX-512 VNNI tiles give the same results bit for bit, alone and in

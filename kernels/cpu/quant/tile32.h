@@ -30,7 +30,10 @@
 //     a time (Q8Block8), each 4-byte group of a weight block broadcast against the same group of
 //     the 8 rows, so lane r accumulates row r's block sum with no horizontal step;
 //   Cols8 (one row of x against 8 weight rows, for decode): each weight row's block product in
-//     8 partial lanes, the 8 rows' partials then reduced into one vector, lane j = row j.
+//     8 partial lanes, the 8 rows' partials then reduced into one vector, lane j = row j;
+//   ColsN (2 to kColsRows rows of x against 8 weight rows, for the few rows of a small batch
+//     or a speculative verification): Cols8's products for each row, each weight block's
+//     quants and scales unpacked once for all of them.
 #ifndef TPSERVE_KERNELS_CPU_QUANT_TILE32_H_
 #define TPSERVE_KERNELS_CPU_QUANT_TILE32_H_
 
@@ -268,6 +271,79 @@ template <class B, class P>
   for (int j = 0; j < nr; ++j) y[j] = out[j];
 }
 
+// y[i * ldy + j] = dot(x row i, w row j) for i < MR (<= kColsRows), j < nr (<= 8). w: nr rows
+// of w_stride bytes; x: MR rows of kb blocks, x_stride blocks apart. Each output is Cols8's,
+// in the same float operations.
+template <class B, class P, int MR>
+[[gnu::always_inline]] inline void ColsNBody(const uint8_t* w, int64_t w_stride, int nr,
+                                             const Q8Block* x, int64_t x_stride, int64_t kb,
+                                             float* y, int64_t ldy) {
+  alignas(32) int32_t offsets[8];  // of row j from row 0, as in Cols8
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) offsets[j] = static_cast<int32_t>((j < nr ? j : nr - 1) * w_stride);
+  const __m256i row_offsets = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
+  __m256 acc[MR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < kb; ++b) {
+    // The next tile's slice of this block, as Cols8 fetches it ahead.
+    const char* next = reinterpret_cast<const char*>(w + 8 * w_stride + b * 8 * B::kBytes);
+#pragma GCC unroll 8
+    for (int line = 0; line < 8 * B::kBytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
+    __m256i q[8];  // the 8 weight rows' quants of block b
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) q[j] = B::Quants(w + offsets[j] + b * B::kBytes);
+    const __m256i raw =
+        _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + b * B::kBytes), row_offsets, 1);
+    __m256 dw, mw;
+    B::Scales(raw, &dw, &mw);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const Q8Block& xb = x[i * x_stride + b];
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q));
+      __m256i partial[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) partial[j] = P::template Block<B>(q[j], xq);
+      acc[i] = BlockStep(acc[i], SumLanes8(partial), dw, _mm256_set1_ps(xb.d), mw,
+                         _mm256_set1_ps(xb.ds), B::kOffset);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc[i]);
+    for (int j = 0; j < nr; ++j) y[i * ldy + j] = out[j];
+  }
+}
+
+// ColsNBody for mr in [2, kColsRows], through one instantiation per row count.
+template <class B, class P>
+[[gnu::always_inline]] inline void ColsNDispatch(const uint8_t* w, int64_t w_stride, int nr,
+                                                 const Q8Block* x, int64_t x_stride, int mr,
+                                                 int64_t kb, float* y, int64_t ldy) {
+  static_assert(kColsRows == 7);
+  switch (mr) {
+    case 2:
+      ColsNBody<B, P, 2>(w, w_stride, nr, x, x_stride, kb, y, ldy);
+      break;
+    case 3:
+      ColsNBody<B, P, 3>(w, w_stride, nr, x, x_stride, kb, y, ldy);
+      break;
+    case 4:
+      ColsNBody<B, P, 4>(w, w_stride, nr, x, x_stride, kb, y, ldy);
+      break;
+    case 5:
+      ColsNBody<B, P, 5>(w, w_stride, nr, x, x_stride, kb, y, ldy);
+      break;
+    case 6:
+      ColsNBody<B, P, 6>(w, w_stride, nr, x, x_stride, kb, y, ldy);
+      break;
+    default:
+      ColsNBody<B, P, 7>(w, w_stride, nr, x, x_stride, kb, y, ldy);
+      break;
+  }
+}
+
 // The Tiles32 (formats.h) of a Block, one per instruction set.
 template <class B>
 struct Tile32Of {
@@ -288,7 +364,17 @@ struct Tile32Of {
       const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x, int64_t kb, float* y) {
     Cols8Body<B, VnniProducts>(w, w_stride, nr, x, kb, y);
   }
-  static constexpr Tiles32 kTiles = {{{Rows8Avx2, Cols8Avx2}, {Rows8Vnni, Cols8Vnni}}};
+  static void ColsNAvx2(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x,
+                        int64_t x_stride, int mr, int64_t kb, float* y, int64_t ldy) {
+    ColsNDispatch<B, Avx2Products>(w, w_stride, nr, x, x_stride, mr, kb, y, ldy);
+  }
+  [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static void ColsNVnni(
+      const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x, int64_t x_stride, int mr,
+      int64_t kb, float* y, int64_t ldy) {
+    ColsNDispatch<B, VnniProducts>(w, w_stride, nr, x, x_stride, mr, kb, y, ldy);
+  }
+  static constexpr Tiles32 kTiles = {
+      {{Rows8Avx2, Cols8Avx2, ColsNAvx2}, {Rows8Vnni, Cols8Vnni, ColsNVnni}}};
 };
 
 }  // namespace tpserve::kernels::cpu
