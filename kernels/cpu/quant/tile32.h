@@ -316,32 +316,18 @@ template <class B, class P, int MR>
   }
 }
 
-// ColsNBody for mr in [2, kColsRows], through one instantiation per row count.
-template <class B, class P>
+// ColsNBody for mr in [MR, kColsRows], through one instantiation per row count.
+template <class B, class P, int MR = 2>
 [[gnu::always_inline]] inline void ColsNDispatch(const uint8_t* w, int64_t w_stride, int nr,
                                                  const Q8Block* x, int64_t x_stride, int mr,
                                                  int64_t kb, float* y, int64_t ldy) {
-  static_assert(kColsRows == 7);
-  switch (mr) {
-    case 2:
-      ColsNBody<B, P, 2>(w, w_stride, nr, x, x_stride, kb, y, ldy);
-      break;
-    case 3:
-      ColsNBody<B, P, 3>(w, w_stride, nr, x, x_stride, kb, y, ldy);
-      break;
-    case 4:
-      ColsNBody<B, P, 4>(w, w_stride, nr, x, x_stride, kb, y, ldy);
-      break;
-    case 5:
-      ColsNBody<B, P, 5>(w, w_stride, nr, x, x_stride, kb, y, ldy);
-      break;
-    case 6:
-      ColsNBody<B, P, 6>(w, w_stride, nr, x, x_stride, kb, y, ldy);
-      break;
-    default:
-      ColsNBody<B, P, 7>(w, w_stride, nr, x, x_stride, kb, y, ldy);
-      break;
+  if constexpr (MR < kColsRows) {
+    if (mr > MR) {
+      ColsNDispatch<B, P, MR + 1>(w, w_stride, nr, x, x_stride, mr, kb, y, ldy);
+      return;
+    }
   }
+  ColsNBody<B, P, MR>(w, w_stride, nr, x, x_stride, kb, y, ldy);
 }
 
 // The Tiles32 (formats.h) of a Block, one per instruction set.
