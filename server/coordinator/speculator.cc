@@ -14,6 +14,9 @@ constexpr double kAcceptanceDecay = 0.7;  // of a sequence's acceptance history
 constexpr double kCostDecay = 0.995;      // of the cost model's evidence
 // A proposal must be expected to gain this much more than it costs.
 constexpr double kMargin = 1.25;
+// Nor is a position proposed that is less likely than this to be kept, whatever the cost
+// model says (it knows nothing yet, or the positions look free).
+constexpr double kMinChance = 0.1;
 
 }  // namespace
 
@@ -74,17 +77,21 @@ void Speculator::ObserveDraft(int64_t proposed, absl::Duration wall) {
 int64_t Speculator::DraftLength(const Sequence& seq, int64_t batch, int64_t limit) {
   if (!enabled() || limit <= 0) return 0;
   State& state = states_[seq.id];
-  int64_t k = std::clamp<int64_t>(std::lround(state.accepted) + 1, 1, options_.max_draft);
-  k = std::min(k, limit);
-  // Expected gain against cost, in seconds: the accepted tokens at a decode token's share of
-  // a step, against b per proposed position.
+  // The k-th proposal is accepted with probability alpha^k (each after the one before), for
+  // an expected gain of alpha^k x a decode token's share of a step, at b (+ the draft's time)
+  // per proposed position: propose while the next one gains kMargin times what it costs.
   const double b = per_token_cost();
   const double per_token = (fixed_cost() + b * static_cast<double>(batch)) /
                            static_cast<double>(std::max<int64_t>(1, batch));
-  const double cost = b + draft_cost_;
-  const bool pays =
-      cost <= 0 || state.accepted * per_token >= kMargin * cost * static_cast<double>(k);
-  if (!pays) {
+  const double cost = kMargin * (b + draft_cost_);
+  const double alpha = state.acceptance();
+  const int64_t most = std::min<int64_t>(options_.max_draft, limit);
+  int64_t k = 0;
+  for (double chance = alpha; k < most && chance >= kMinChance && chance * per_token >= cost;
+       chance *= alpha) {
+    ++k;
+  }
+  if (k == 0) {
     if (++state.idle < kProbeEvery) return 0;
     k = 1;  // probe: has the text turned repetitive, or the draft a better guess?
   }
@@ -103,8 +110,10 @@ void Speculator::Record(uint64_t seq_id, int64_t proposed, int64_t accepted) {
   if (proposed <= 0) return;
   State& state = states_[seq_id];
   state.idle = 0;  // it drafted (a draft model's proposals are known only here)
-  state.accepted =
-      kAcceptanceDecay * state.accepted + (1 - kAcceptanceDecay) * static_cast<double>(accepted);
+  // `accepted` positions were tried and kept; the next, if any was proposed, was tried and lost.
+  state.kept = kAcceptanceDecay * state.kept + static_cast<double>(accepted);
+  state.tried = kAcceptanceDecay * state.tried + static_cast<double>(accepted) +
+                (accepted < proposed ? 1.0 : 0.0);
 }
 
 }  // namespace tpserve::coordinator

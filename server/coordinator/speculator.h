@@ -2,14 +2,16 @@
 // whether to propose tokens for the next step and how many (DraftLength), and in ngram mode
 // which (ProposeNgram; draft mode: DraftModel). Verification on rank 0 keeps the tokens exactly
 // those of plain decoding (engine::VerifyDraft), so this decides only speed:
-//   - per sequence, the draft length follows its acceptance: an exponential average of the
-//     proposals it had accepted per drafted step, rounded, plus one, within [1, max_draft];
-//   - per step, a sequence drafts only while the tokens it is expected to gain are worth more
-//     than the positions it adds, under a cost model of the world's steps fitted from their
-//     wall times (t = a + b x tokens, least squares, recent steps weighing most): at batch
-//     size N a decode token costs (a + bN) / N, a proposed position b, plus in draft mode
-//     what the draft model took per proposal (an average of its calls). So speculation fades
-//     as the batch grows and extra positions cost real compute;
+//   - per sequence, the chance alpha that a proposed position is accepted, given the one
+//     before it was: an exponentially weighted share of its tried positions that were kept;
+//   - per step, a sequence proposes k tokens, the most (up to max_draft) whose last is still
+//     expected to gain more than it costs: alpha^k tokens, at a decode token's share of a
+//     step, against one more position, under a cost model of the world's steps fitted from
+//     their wall times (t = a + b x tokens, least squares, recent steps weighing most): at
+//     batch size N a decode token costs (a + bN) / N, a proposed position b, plus in draft
+//     mode what the draft model took per proposal (an average of its calls). So speculation
+//     fades as the batch grows and extra positions cost real compute, and grows as soon as
+//     proposals are kept; no position less likely than 1 in 10 to be kept is proposed;
 //   - a sequence that stopped drafting tries one proposal again every kProbeEvery steps.
 // Owned by the engine thread; not thread-safe.
 #ifndef TPSERVE_SERVER_COORDINATOR_SPECULATOR_H_
@@ -72,8 +74,13 @@ class Speculator {
 
  private:
   struct State {
-    double accepted = 1.0;  // exponential average of proposals accepted per drafted step
-    int idle = 0;           // steps since it last drafted
+    // Exponentially weighted counts of proposed positions tried (every accepted one, and the
+    // first rejected) and kept; a new sequence starts from 3 kept of 4 tried, since an
+    // ngram proposal is made only where the text already repeats itself.
+    double kept = 3.0;
+    double tried = 4.0;
+    int idle = 0;  // steps since it last drafted
+    double acceptance() const { return tried > 0 ? kept / tried : 0.0; }
   };
 
   const SpeculativeOptions options_;
