@@ -369,7 +369,8 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
   step.set_step_id(next_step_id_++);
   std::vector<int32_t> tokens;
   int64_t samples = 0;
-  std::vector<Request*> constrained;  // sampling this step under a grammar
+  // Sampling this step under a grammar, and how many proposals each verifies.
+  std::vector<std::pair<Request*, int64_t>> constrained;
   for (const PlannedSequence& e : plan.entries) {
     Request& request = *requests_.at(e.seq->id);
     tokens.clear();
@@ -385,7 +386,7 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
                                .draft_tokens = e.draft},
                               request.spec.sampling, {e.seq->prompt, e.seq->generated}, &step);
     samples += e.sample ? 1 : 0;
-    if (e.sample && request.constraint != nullptr) constrained.push_back(&request);
+    if (e.sample && request.constraint != nullptr) constrained.emplace_back(&request, e.draft);
   }
   // The masks are computed while the world runs the forward pass, and go to rank 0 alone.
   step.set_masks_follow(!constrained.empty());
@@ -393,10 +394,18 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
     // Every mask of the step together gets at most the budget.
     const absl::Time deadline = absl::Now() + options_.mask_budget;
     std::string mask;
-    for (Request* request : constrained) {
+    for (auto [request, draft] : constrained) {
       // A mask past the budget: the token is drawn unmasked, dropped, and the request failed.
-      request->mask_failed = request->constraint->Mask(deadline, &mask);
-      if (request->mask_failed.ok()) protocol::AddSequenceMask(request->seq.id, mask, masks);
+      // Verifying proposals, a mask at each position: the grammar's state after those before.
+      grammar::TokenConstraint after = *request->constraint;
+      for (int64_t p = 0; p <= draft && request->mask_failed.ok(); ++p) {
+        request->mask_failed = after.Mask(deadline, &mask);
+        if (!request->mask_failed.ok()) break;
+        protocol::AddSequenceMask(request->seq.id, mask, masks, static_cast<uint32_t>(p));
+        if (p == draft) break;
+        const int32_t proposed = request->seq.draft[p];
+        request->mask_failed = after.Accept(proposed, tokenizer_.TokenBytes(proposed));
+      }
     }
   };
   absl::StatusOr<StepOutcome> outcome =
@@ -479,11 +488,12 @@ void BatchEngine::ProposeDrafts() {
   for (auto& [id, request] : requests_) {
     Sequence& seq = request->seq;
     seq.draft.clear();
-    if (!decoding(seq) || request->constraint != nullptr) continue;  // a mask binds one position
+    if (!decoding(seq)) continue;
     // After m accepted proposals and one more draw the request holds m + 1 more tokens.
     const int64_t limit = request->spec.max_tokens - static_cast<int64_t>(seq.generated.size()) - 1;
     if (options_.draft == nullptr) {
       speculator_.Propose(seq, batch, limit, &seq.draft);
+      KeepToGrammar(request.get());
     } else if (const int64_t k = speculator_.DraftLength(seq, batch, limit); k > 0) {
       jobs.push_back({.seq = &seq, .length = k, .draft = &seq.draft});
     }
@@ -491,6 +501,20 @@ void BatchEngine::ProposeDrafts() {
   if (jobs.empty()) return;
   options_.draft->Propose(jobs);
   speculator_.ObserveDraft(options_.draft->last_proposed(), options_.draft->last_wall());
+  for (const DraftJob& job : jobs) KeepToGrammar(requests_.at(job.seq->id).get());
+}
+
+void BatchEngine::KeepToGrammar(Request* request) {
+  if (request->constraint == nullptr || request->seq.draft.empty()) return;
+  // A proposal the grammar refuses could never be drawn, nor could anything after it, or
+  // after the grammar's end.
+  grammar::TokenConstraint after = *request->constraint;
+  size_t kept = 0;
+  for (const int32_t id : request->seq.draft) {
+    if (after.Ended() || !after.Accept(id, tokenizer_.TokenBytes(id)).ok()) break;
+    ++kept;
+  }
+  request->seq.draft.resize(kept);
 }
 
 void BatchEngine::DeliverDraws(Request* request, absl::Span<const engine::SampleResult> draws,

@@ -137,6 +137,9 @@ class BatchEngine {
   // Speculative decoding: sets the draft of every decoding request that proposes one for the
   // next step (and clears every other).
   void ProposeDrafts();
+  // Under a grammar, cuts the request's draft before its first proposal the grammar refuses
+  // (or that follows its end).
+  void KeepToGrammar(Request* request);
   // Applies rank 0's draws for one sequence (one, or a verified draft's accepted proposals
   // and a draw) to its request, in order, and accounts for the draft (`drafted` positions).
   void DeliverDraws(Request* request, absl::Span<const engine::SampleResult> draws,

@@ -28,12 +28,14 @@ std::vector<int32_t> Ids(const std::vector<SampleResult>& results) {
 }
 
 std::vector<int32_t> Verify(const std::vector<float>& logits, const SamplingParams& params,
-                            const std::vector<int32_t>& draft) {
+                            const std::vector<int32_t>& draft,
+                            absl::Span<const absl::Span<const uint8_t>> allowed = {}) {
   Sampler sampler;
   std::vector<int32_t> scratch;
   std::vector<SampleResult> out;
   const std::vector<int32_t> prompt = {1, 2}, generated = {6};
-  VerifyDraft(&sampler, logits, kVocab, params, {prompt, generated}, 1, draft, &scratch, &out);
+  VerifyDraft(&sampler, logits, kVocab, params, {prompt, generated}, 1, draft, allowed, &scratch,
+              &out);
   return Ids(out);
 }
 
@@ -84,8 +86,8 @@ TEST(DraftVerifierTest, SeededDrawsEqualPlainDecodingOnePositionAtATime) {
     Sampler sampler;
     std::vector<int32_t> scratch;
     std::vector<SampleResult> out;
-    VerifyDraft(&sampler, logits, kVocab, params, {prompt, {generated.data(), 1}}, 1, all, &scratch,
-                &out);
+    VerifyDraft(&sampler, logits, kVocab, params, {prompt, {generated.data(), 1}}, 1, all, {},
+                &scratch, &out);
     ASSERT_EQ(out.size(), expected.size());
     for (size_t j = 0; j < out.size(); ++j) {
       EXPECT_EQ(out[j].logprob, expected[j].logprob);
@@ -93,6 +95,30 @@ TEST(DraftVerifierTest, SeededDrawsEqualPlainDecodingOnePositionAtATime) {
       EXPECT_EQ(out[j].top[1].token_id, expected[j].top[1].token_id);
     }
   }
+}
+
+// Under a grammar each row is drawn under its own mask (the grammar's state after the
+// proposals before it), as plain decoding would draw that position.
+TEST(DraftVerifierTest, EachRowIsDrawnUnderItsOwnMask) {
+  const std::vector<float> logits = Rows({3, 5, 1, 7});
+  const std::vector<uint8_t> any = {0xFF}, no5 = {0xDF}, only2 = {0x04};
+  const std::vector<absl::Span<const uint8_t>> free = {any, any, any, any};
+  EXPECT_EQ(Verify(logits, Greedy(), {3, 5, 1}, free), (std::vector<int32_t>{3, 5, 1, 7}));
+  // Row 1 may not take 5: its draw is the best allowed token, and the proposal 5 is rejected.
+  const std::vector<absl::Span<const uint8_t>> masked = {any, no5, any, any};
+  std::vector<int32_t> got = Verify(logits, Greedy(), {3, 5, 1}, masked);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], 3);
+  EXPECT_NE(got[1], 5);
+  Sampler plain;
+  const std::vector<int32_t> prompt = {1, 2}, generated = {6, 3};
+  EXPECT_EQ(got[1], plain
+                        .Sample(absl::MakeConstSpan(logits).subspan(kVocab, kVocab), Greedy(),
+                                {prompt, generated}, 2, no5)
+                        .token_id);
+  // A proposal its mask forces is accepted though the row's argmax differs.
+  const std::vector<absl::Span<const uint8_t>> forced = {any, any, only2, any};
+  EXPECT_EQ(Verify(logits, Greedy(), {3, 5, 2}, forced), (std::vector<int32_t>{3, 5, 2, 7}));
 }
 
 TEST(DraftVerifierTest, NoProposalIsOnePlainDraw) {

@@ -166,10 +166,11 @@ absl::StatusOr<DecodedStep> DecodeStep(const tpserve::v1::Step& step, int32_t vo
 }
 
 void AddSequenceMask(uint64_t seq_id, absl::string_view allowed_tokens,
-                     tpserve::v1::StepMasks* masks) {
+                     tpserve::v1::StepMasks* masks, uint32_t position) {
   tpserve::v1::SequenceMask* mask = masks->add_masks();
   mask->set_seq_id(seq_id);
   mask->set_allowed_tokens(allowed_tokens.data(), allowed_tokens.size());
+  mask->set_position(position);
 }
 
 absl::Status ApplyStepMasks(const tpserve::v1::StepMasks& masks, uint64_t step_id,
@@ -191,13 +192,16 @@ absl::Status ApplyStepMasks(const tpserve::v1::StepMasks& masks, uint64_t step_i
       return refuse(
           absl::StrCat("seq_id ", in.seq_id(), " is not a sampling sequence of step ", step_id));
     }
-    if (!it->second->draft.empty()) {
-      return refuse(absl::StrCat("seq_id ", in.seq_id(),
-                                 " verifies draft tokens: a mask binds one "
-                                 "position"));
+    SampleSpec& sample = *it->second;
+    const size_t positions = 1 + sample.draft.size();
+    if (in.position() >= positions) {
+      return refuse(absl::StrCat("seq_id ", in.seq_id(), ": position ", in.position(),
+                                 " is past its ", sample.draft.size(), " proposals"));
     }
-    if (!it->second->allowed.empty()) {
-      return refuse(absl::StrCat("seq_id ", in.seq_id(), " has a mask already"));
+    sample.allowed.resize(positions);
+    if (!sample.allowed[in.position()].empty()) {
+      return refuse(absl::StrCat("seq_id ", in.seq_id(), " has a mask at position ", in.position(),
+                                 " already"));
     }
     const auto* bits = reinterpret_cast<const uint8_t*>(in.allowed_tokens().data());
     if (in.allowed_tokens().size() != want) {
@@ -207,7 +211,16 @@ absl::Status ApplyStepMasks(const tpserve::v1::StepMasks& masks, uint64_t step_i
     if (std::all_of(bits, bits + want, [](uint8_t b) { return b == 0; })) {
       return refuse("allowed_tokens allows no token");
     }
-    it->second->allowed = absl::MakeConstSpan(bits, want);
+    sample.allowed[in.position()] = absl::MakeConstSpan(bits, want);
+  }
+  for (const SampleSpec& sample : decoded->samples) {
+    for (size_t p = 0; p < sample.allowed.size(); ++p) {
+      if (sample.allowed[p].empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("StepMasks: seq_id ", sample.seq_id, " has no mask at position ", p,
+                         " of its ", sample.allowed.size(), ": each is bound or none"));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -240,14 +253,17 @@ absl::Status SampleDecodedStep(const DecodedStep& decoded, absl::Span<const floa
   for (const SampleSpec& spec : decoded.samples) {
     const size_t n = 1 + spec.draft.size();
     if (spec.draft.empty()) {
-      AddSampledToken(spec.seq_id,
-                      sampler->Sample(logits.subspan(row * vocab, vocab), spec.params, spec.history,
-                                      spec.sample_index, spec.allowed),
-                      result);
+      AddSampledToken(
+          spec.seq_id,
+          sampler->Sample(logits.subspan(row * vocab, vocab), spec.params, spec.history,
+                          spec.sample_index,
+                          spec.allowed.empty() ? absl::Span<const uint8_t>() : spec.allowed[0]),
+          result);
     } else {
       drawn.clear();
       engine::VerifyDraft(sampler, logits.subspan(row * vocab, n * vocab), vocab_size, spec.params,
-                          spec.history, spec.sample_index, spec.draft, &scratch, &drawn);
+                          spec.history, spec.sample_index, spec.draft, spec.allowed, &scratch,
+                          &drawn);
       for (const engine::SampleResult& d : drawn) AddSampledToken(spec.seq_id, d, result);
     }
     row += n;

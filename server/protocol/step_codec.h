@@ -60,8 +60,9 @@ struct SampleSpec {
   engine::SamplingParams params;
   engine::TokenHistory history;
   uint64_t sample_index = 0;
-  absl::Span<const uint8_t> allowed;  // its StepMasks mask (ApplyStepMasks); empty: every token
-  absl::Span<const int32_t> draft;    // proposals to verify (views the Step); empty: none
+  absl::Span<const int32_t> draft;  // proposals to verify (views the Step); empty: none
+  // Its StepMasks masks (ApplyStepMasks), one per position 0..draft.size(); none: every token.
+  std::vector<absl::Span<const uint8_t>> allowed;
 };
 
 struct DecodedStep {
@@ -76,13 +77,16 @@ struct DecodedStep {
 // The batch itself is checked against the model by engine::ValidateStep.
 absl::StatusOr<DecodedStep> DecodeStep(const tpserve::v1::Step& step, int32_t vocab_size);
 
-// Appends `seq_id`'s mask (ceil(vocab / 8) bytes, bit id % 8 of byte id / 8) to `masks`.
+// Appends `seq_id`'s mask (ceil(vocab / 8) bytes, bit id % 8 of byte id / 8) at `position`
+// (0: its next token; a verifying sequence's draw after that many proposals) to `masks`.
 void AddSequenceMask(uint64_t seq_id, absl::string_view allowed_tokens,
-                     tpserve::v1::StepMasks* masks);
+                     tpserve::v1::StepMasks* masks, uint32_t position = 0);
 
 // Points `decoded`'s samples at the masks of `masks`, which must outlive them. InvalidArgument
 // naming the mask and field when `masks` is not of step `step_id`, a seq_id is not a sampling
-// sequence of the step or repeats, or a mask is not ceil(vocab / 8) bytes or allows no token.
+// sequence of the step, a (seq_id, position) repeats, a position is past the sequence's
+// proposals, a verifying sequence lacks a mask at one of its positions, or a mask is not
+// ceil(vocab / 8) bytes or allows no token.
 absl::Status ApplyStepMasks(const tpserve::v1::StepMasks& masks, uint64_t step_id,
                             int32_t vocab_size, DecodedStep* decoded);
 

@@ -137,7 +137,7 @@ TEST(StepCodecTest, StepMasksReachTheirSamplesAndAreChecked) {
     absl::StatusOr<DecodedStep> d = DecodeStep(step, kVocab);
     EXPECT_TRUE(d.ok()) << d.status();
     absl::Status applied = ApplyStepMasks(masks, 8, kVocab, &*d);
-    return std::make_pair(applied, applied.ok() ? d->samples[0].allowed.size() : 0);
+    return std::make_pair(applied, applied.ok() ? d->samples[0].allowed.at(0).size() : 0);
   };
   tpserve::v1::StepMasks masks;
   masks.set_step_id(8);
@@ -148,7 +148,7 @@ TEST(StepCodecTest, StepMasksReachTheirSamplesAndAreChecked) {
   {  // the span views the message's bytes
     absl::StatusOr<DecodedStep> d = DecodeStep(step, kVocab);
     ASSERT_TRUE(ApplyStepMasks(masks, 8, kVocab, &*d).ok());
-    EXPECT_EQ(d->samples[0].allowed[1], 0x04);
+    EXPECT_EQ(d->samples[0].allowed[0][1], 0x04);
   }
   tpserve::v1::StepMasks other = masks;
   other.set_step_id(9);
@@ -159,7 +159,12 @@ TEST(StepCodecTest, StepMasksReachTheirSamplesAndAreChecked) {
             "StepMasks: masks[0]: seq_id 11 is not a sampling sequence of step 8");
   other = masks;
   AddSequenceMask(12, mask, &other);
-  EXPECT_EQ(apply(other).first.message(), "StepMasks: masks[1]: seq_id 12 has a mask already");
+  EXPECT_EQ(apply(other).first.message(),
+            "StepMasks: masks[1]: seq_id 12 has a mask at position 0 already");
+  other = masks;
+  other.mutable_masks(0)->set_position(1);  // it verifies no proposal
+  EXPECT_EQ(apply(other).first.message(),
+            "StepMasks: masks[0]: seq_id 12: position 1 is past its 0 proposals");
   other = masks;
   other.mutable_masks(0)->set_allowed_tokens(mask.substr(1));
   EXPECT_EQ(apply(other).first.message(),
@@ -297,12 +302,32 @@ TEST(StepCodecTest, ADraftIsVerifiedOverItsRowsAndChecked) {
   bad = step;
   bad.mutable_sequences(0)->set_sample(false);
   EXPECT_EQ(decode_refusal(bad), "Step: sequences[0]: draft_tokens without sample");
-  // A mask binds one position: a drafting sequence takes none.
+  // Under a grammar, a mask at each verified position: 0 (the row of the last token) to 3.
   tpserve::v1::StepMasks masks;
   masks.set_step_id(4);
-  AddSequenceMask(12, std::string(kVocab / 8, '\xff'), &masks);
-  EXPECT_EQ(ApplyStepMasks(masks, 4, kVocab, &*d).message(),
-            "StepMasks: masks[0]: seq_id 12 verifies draft tokens: a mask binds one position");
+  std::string only6(kVocab / 8, '\0');
+  only6[0] = 0x40;
+  const std::string any(kVocab / 8, '\xff');
+  for (uint32_t p : {0, 1, 3}) AddSequenceMask(12, any, &masks, p);
+  {
+    absl::StatusOr<DecodedStep> m = DecodeStep(step, kVocab);
+    EXPECT_EQ(ApplyStepMasks(masks, 4, kVocab, &*m).message(),
+              "StepMasks: seq_id 12 has no mask at position 2 of its 4: each is bound or none");
+  }
+  AddSequenceMask(12, only6, &masks, 2);
+  absl::StatusOr<DecodedStep> m = DecodeStep(step, kVocab);
+  ASSERT_TRUE(ApplyStepMasks(masks, 4, kVocab, &*m).ok());
+  ASSERT_EQ(m->samples[0].allowed.size(), 4u);
+  m->samples[0].params.temperature = 0.0f;
+  // Rows 20, 21, 5, 7 as above, but row 2 may take 6 alone: 20 and 21 accepted, then 6.
+  tpserve::v1::StepResult masked;
+  ASSERT_TRUE(SampleDecodedStep(*m, logits, kVocab, &sampler, &masked).ok());
+  ASSERT_EQ(masked.tokens_size(), 3);
+  EXPECT_EQ(masked.tokens(2).token_id(), 6);
+  AddSequenceMask(12, any, &masks, 4);
+  m = DecodeStep(step, kVocab);
+  EXPECT_EQ(ApplyStepMasks(masks, 4, kVocab, &*m).message(),
+            "StepMasks: masks[4]: seq_id 12: position 4 is past its 3 proposals");
 }
 
 }  // namespace

@@ -121,6 +121,34 @@ def test_tokens_are_those_of_plain_decoding_alone_and_in_a_batch(spec, reference
     assert serve_procs.metric(spec, "tpserve_spec_accepted_by_position_total") == accepted
 
 
+def test_structured_output_masks_bind_every_verified_position(plain, spec):
+    """Under a JSON schema, a regex and json_object, proposals the grammar refuses are cut and
+    each verified position is drawn under its own mask: the tokens are those of plain decoding,
+    greedy and seeded, alone and together, and grounded JSON gets proposals accepted."""
+    schema = json.dumps({"type": "object", "properties": {
+        "name": {"type": "string"}, "born": {"type": "integer"}, "field": {"type": "string"},
+        "known_for": {"type": "string"}}, "required": ["name", "born"]})
+    grounded = PROMPTS["grounded"][5]  # rewrite a JSON object
+    reqs = [_request(grounded, seeded=False, max_tokens=64,
+                     structured_output=pb.StructuredOutput(json_schema=schema)),
+            _request(grounded, seeded=True, max_tokens=64, logprobs=2,
+                     structured_output=pb.StructuredOutput(json_object=True)),
+            _request(PROMPTS["grounded"][4], seeded=False, max_tokens=48,
+                     structured_output=pb.StructuredOutput(regex=r"[A-Za-z]+(, [a-z]+)*\.?")),
+            _request(PROMPTS["open"][1], seeded=True, max_tokens=32,
+                     structured_output=pb.StructuredOutput(json_schema=schema))]
+    want = [_generate(plain, r) for r in reqs]
+    alone = [_generate(spec, r) for r in reqs]
+    for a, b in zip(want, alone):
+        _same(a, b)
+    assert json.loads(alone[0].text)["born"] == 1815, alone[0].text
+    assert alone[0].usage.speculative_accepted_tokens > 0, "no proposal kept under the schema"
+    for a, b in zip(want + want, _concurrently(spec, reqs + reqs)):
+        _same(a, b)
+    info = _info(spec)
+    assert info.kv_blocks_free == info.kv_blocks_total
+
+
 def test_a_draft_model_keeps_the_tokens_alone_and_in_a_batch(request, tmp_path_factory,
                                                              tpserve_bin, smollm_gguf, reference):
     # SmolLM2 as its own draft: its greedy proposals are accepted where the target's draw is
