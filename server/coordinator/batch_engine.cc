@@ -485,6 +485,7 @@ void BatchEngine::ProposeDrafts() {
   int64_t batch = 0;  // decoding sequences: a Step's plain share of the batch
   for (auto& [id, request] : requests_) batch += decoding(request->seq) ? 1 : 0;
   std::vector<DraftJob> jobs;  // draft mode: the draft model proposes for them all at once
+  speculator_.BeginRound();
   for (auto& [id, request] : requests_) {
     Sequence& seq = request->seq;
     seq.draft.clear();

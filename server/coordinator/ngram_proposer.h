@@ -14,7 +14,7 @@
 namespace tpserve::coordinator {
 
 struct NgramOptions {
-  int min_n = 3;  // shortest suffix matched
+  int min_n = 2;  // shortest suffix matched
   int max_n = 5;  // longest suffix matched
   // How far back a match is looked for, in tokens (bounds the work per step).
   int64_t window = 4096;

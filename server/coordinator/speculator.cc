@@ -11,7 +11,6 @@ namespace {
 
 // Each step's weight in the averages against the ones before it.
 constexpr double kAcceptanceDecay = 0.7;  // of a sequence's acceptance history
-constexpr double kCostDecay = 0.995;      // of the cost model's evidence
 // A proposal must be expected to gain this much more than it costs.
 constexpr double kMargin = 1.25;
 // Nor is a position proposed that is less likely than this to be kept, whatever the cost
@@ -46,27 +45,6 @@ absl::Status ValidateSpeculativeOptions(const SpeculativeOptions& options) {
 
 Speculator::Speculator(SpeculativeOptions options) : options_(std::move(options)) {}
 
-double Speculator::per_token_cost() const {
-  const double variance = w_ * nn_ - n_ * n_;
-  if (w_ <= 0 || variance <= 1e-9 * std::max(1.0, w_ * nn_)) return 0.0;  // no spread yet
-  return std::max(0.0, (w_ * nt_ - n_ * t_) / variance);
-}
-
-double Speculator::fixed_cost() const {
-  if (w_ <= 0) return 0.0;
-  return std::max(0.0, (t_ - per_token_cost() * n_) / w_);
-}
-
-void Speculator::ObserveStep(int64_t tokens, absl::Duration wall) {
-  const auto n = static_cast<double>(tokens);
-  const double t = absl::ToDoubleSeconds(wall);
-  w_ = w_ * kCostDecay + 1;
-  n_ = n_ * kCostDecay + n;
-  t_ = t_ * kCostDecay + t;
-  nn_ = nn_ * kCostDecay + n * n;
-  nt_ = nt_ * kCostDecay + n * t;
-}
-
 void Speculator::ObserveDraft(int64_t proposed, absl::Duration wall) {
   if (proposed <= 0) return;
   const double per = absl::ToDoubleSeconds(wall) / static_cast<double>(proposed);
@@ -78,23 +56,31 @@ int64_t Speculator::DraftLength(const Sequence& seq, int64_t batch, int64_t limi
   if (!enabled() || limit <= 0) return 0;
   State& state = states_[seq.id];
   // The k-th proposal is accepted with probability alpha^k (each after the one before), for
-  // an expected gain of alpha^k x a decode token's share of a step, at b (+ the draft's time)
-  // per proposed position: propose while the next one gains kMargin times what it costs.
-  const double b = per_token_cost();
-  const double per_token = (fixed_cost() + b * static_cast<double>(batch)) /
-                           static_cast<double>(std::max<int64_t>(1, batch));
-  const double cost = kMargin * (b + draft_cost_);
+  // an expected gain of alpha^k x a decode token's share of a plain step, against what its
+  // position adds to the step (+ the draft's time per proposal): propose while the next one
+  // gains kMargin times what it costs.
+  const auto n = static_cast<double>(std::max<int64_t>(1, batch));
+  const double per_token = cost_.Seconds(n) / n;
+  const double at = n + static_cast<double>(proposed_);  // the step as proposed so far
+  // Where not even a proposal sure to be kept would pay (a large batch), probes are rarer: one
+  // position per kProbeEvery steps across the batch, enough to keep the cost model current.
+  const bool sure_pays =
+      !cost_.Known() || per_token >= kMargin * (cost_.Added(at, 1.0) + draft_cost_);
   const double alpha = state.acceptance();
   const int64_t most = std::min<int64_t>(options_.max_draft, limit);
   int64_t k = 0;
-  for (double chance = alpha; k < most && chance >= kMinChance && chance * per_token >= cost;
-       chance *= alpha) {
+  for (double chance = alpha; k < most && chance >= kMinChance; chance *= alpha) {
+    const double cost = cost_.Added(at + static_cast<double>(k), 1.0) + draft_cost_;
+    if (cost_.Known() && chance * per_token < kMargin * cost) break;
     ++k;
   }
   if (k == 0) {
-    if (++state.idle < kProbeEvery) return 0;
+    if (++state.idle < (sure_pays ? kProbeEvery : kProbeEvery * std::max<int64_t>(1, batch))) {
+      return 0;
+    }
     k = 1;  // probe: has the text turned repetitive, or the draft a better guess?
   }
+  proposed_ += k;
   return k;
 }
 
@@ -103,6 +89,7 @@ void Speculator::Propose(const Sequence& seq, int64_t batch, int64_t limit,
   draft->clear();
   const int64_t k = DraftLength(seq, batch, limit);
   if (k > 0) ProposeNgram(seq.prompt, seq.generated, options_.ngram, k, draft);
+  proposed_ -= k - static_cast<int64_t>(draft->size());  // no match: nothing proposed
   if (!draft->empty()) states_[seq.id].idle = 0;
 }
 

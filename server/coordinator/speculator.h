@@ -6,13 +6,16 @@
 //     before it was: an exponentially weighted share of its tried positions that were kept;
 //   - per step, a sequence proposes k tokens, the most (up to max_draft) whose last is still
 //     expected to gain more than it costs: alpha^k tokens, at a decode token's share of a
-//     step, against one more position, under a cost model of the world's steps fitted from
-//     their wall times (t = a + b x tokens, least squares, recent steps weighing most): at
-//     batch size N a decode token costs (a + bN) / N, a proposed position b, plus in draft
-//     mode what the draft model took per proposal (an average of its calls). So speculation
-//     fades as the batch grows and extra positions cost real compute, and grows as soon as
-//     proposals are kept; no position less likely than 1 in 10 to be kept is proposed;
-//   - a sequence that stopped drafting tries one proposal again every kProbeEvery steps.
+//     plain step of the batch, against what one more position adds to the step (its
+//     StepCostModel, learned from the steps' wall times, at the batch plus the positions
+//     the sequences before it proposed), plus in draft mode what the draft model took per
+//     proposal (an average of its calls). So speculation fades as the batch grows and extra
+//     positions cost real compute, and grows as soon as proposals are kept; no position less
+//     likely than 1 in 10 to be kept is proposed;
+//   - a sequence that stopped drafting tries one proposal again every kProbeEvery steps, or
+//     at a batch of N so large that not even a proposal sure to be kept would pay, every
+//     kProbeEvery x N steps (one probe per kProbeEvery steps across the batch, so that the
+//     cost model keeps seeing verification steps and can change its mind).
 // Owned by the engine thread; not thread-safe.
 #ifndef TPSERVE_SERVER_COORDINATOR_SPECULATOR_H_
 #define TPSERVE_SERVER_COORDINATOR_SPECULATOR_H_
@@ -26,6 +29,7 @@
 #include "absl/time/time.h"
 #include "server/coordinator/ngram_proposer.h"
 #include "server/coordinator/sequence.h"
+#include "server/coordinator/step_cost_model.h"
 
 namespace tpserve::coordinator {
 
@@ -52,9 +56,11 @@ class Speculator {
 
   bool enabled() const { return options_.mode != SpeculativeMode::kOff; }
 
+  // A new round of proposals, for the next step: the positions proposed count from 0.
+  void BeginRound() { proposed_ = 0; }
   // How many tokens `seq` (decoding: every known token but its last is computed) is to
   // propose for a step of `batch` decoding sequences, at most `limit` (what its max_tokens
-  // leaves); 0: none (a plain decode step).
+  // leaves); 0: none (a plain decode step). Counts them as proposed in this round.
   int64_t DraftLength(const Sequence& seq, int64_t batch, int64_t limit);
   // Ngram mode: DraftLength's proposals, into `draft` (cleared; empty: a plain decode step).
   void Propose(const Sequence& seq, int64_t batch, int64_t limit, std::vector<int32_t>* draft);
@@ -63,13 +69,12 @@ class Speculator {
   // The sequence is gone.
   void Forget(uint64_t seq_id) { states_.erase(seq_id); }
   // A step of `tokens` positions took `wall`: the cost model's evidence.
-  void ObserveStep(int64_t tokens, absl::Duration wall);
+  void ObserveStep(int64_t tokens, absl::Duration wall) { cost_.Observe(tokens, wall); }
   // Draft mode: the draft model took `wall` to propose `proposed` tokens.
   void ObserveDraft(int64_t proposed, absl::Duration wall);
 
-  // The cost model: seconds per step, a + b x tokens (b >= 0). For tests and the log.
-  double fixed_cost() const;
-  double per_token_cost() const;
+  // For tests and the log.
+  const StepCostModel& cost_model() const { return cost_; }
   double draft_cost() const { return draft_cost_; }  // seconds per proposal (draft mode)
 
  private:
@@ -85,8 +90,8 @@ class Speculator {
 
   const SpeculativeOptions options_;
   absl::flat_hash_map<uint64_t, State> states_;
-  // Exponentially weighted sums of steps' (tokens, seconds): weight, Σn, Σt, Σn², Σnt.
-  double w_ = 0, n_ = 0, t_ = 0, nn_ = 0, nt_ = 0;
+  StepCostModel cost_;
+  int64_t proposed_ = 0;   // positions proposed in this round (BeginRound)
   double draft_cost_ = 0;  // exponential average of the draft's seconds per proposal
 };
 

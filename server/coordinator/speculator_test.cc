@@ -1,5 +1,6 @@
 #include "server/coordinator/speculator.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -80,34 +81,62 @@ TEST(SpeculatorTest, TheDraftFollowsAcceptance) {
   EXPECT_EQ(draft.size(), 6u) << "forgotten: a new sequence again";
 }
 
-// The cost model fits t = a + b n from step times; with proposals that are rarely accepted
-// and a large batch (a token's share of a step near b) drafting stops, but for a probe every
-// kProbeEvery steps; at batch 1 (a token's share is a + b) it goes on.
+// Steps that cost 8.5 ms for one token, 0.8 ms more for each of the next four, then 2.5 ms
+// each (a CPU: the first token streams the weights, the next few ride along, then compute).
+void ObserveCpuLikeSteps(Speculator* s) {
+  for (int64_t n : {1, 2, 3, 5, 8, 16, 24, 32, 64, 200}) {
+    const int64_t us =
+        8500 + 800 * (std::min<int64_t>(n, 5) - 1) + 2500 * std::max<int64_t>(0, n - 5);
+    s->ObserveStep(n, absl::Microseconds(us));
+  }
+}
+
+// With proposals that are rarely accepted and a large batch (a token's share of a step near
+// what a position adds) drafting stops; at batch 1 (a token's share is the whole step) it goes
+// on, and where it stopped for want of acceptance it probes every kProbeEvery steps. Within a
+// round, each sequence's proposals are costed where the step already is.
 TEST(SpeculatorTest, TheCostModelTurnsDraftingDownAsTheBatchGrows) {
   SpeculativeOptions o;
   o.mode = SpeculativeMode::kNgram;
   Speculator s(o);
-  for (int64_t n : {1, 5, 16, 64, 200, 3, 40}) {
-    s.ObserveStep(n, absl::Milliseconds(10) + n * absl::Microseconds(500));
-  }
-  EXPECT_NEAR(s.fixed_cost(), 0.010, 1e-6);
-  EXPECT_NEAR(s.per_token_cost(), 0.0005, 1e-8);
+  ObserveCpuLikeSteps(&s);
   const Sequence seq = Repeating();
-  for (int i = 0; i < 4; ++i) s.Record(seq.id, 2, 0);  // kept 0.72 of 3.49: 0.21
+  for (int i = 0; i < 3; ++i) s.Record(seq.id, 2, 0);  // kept 1.03 of 3.56: 0.29
   std::vector<int32_t> draft;
-  s.Propose(seq, 200, 100, &draft);
-  EXPECT_TRUE(draft.empty()) << "at batch 200, 0.21 x 0.55 ms does not pay 1.25 x 0.5 ms";
+  s.BeginRound();
+  s.Propose(seq, 16, 100, &draft);
+  EXPECT_TRUE(draft.empty()) << "at batch 16, 0.29 x 2.45 ms does not pay 1.25 x 2.5 ms";
+  s.BeginRound();
   s.Propose(seq, 1, 100, &draft);
-  EXPECT_EQ(draft.size(), 1u) << "at batch 1, 0.21 x 10.5 ms pays 1.25 x 0.5 ms";
+  EXPECT_EQ(draft.size(), 1u) << "at batch 1, 0.29 x 8.5 ms pays 1.25 x 0.8 ms";
   for (int i = 0; i < 20; ++i) s.Record(seq.id, 1, 1);  // now it is accepted
+  s.BeginRound();
   s.Propose(seq, 1, 100, &draft);
   EXPECT_EQ(draft.size(), 4u) << "at batch 1, all kept: the longest draft";
+  s.BeginRound();
+  Sequence other = Repeating();
+  other.id = 4;
+  for (int i = 0; i < 20; ++i) s.Record(other.id, 1, 1);
+  s.Propose(seq, 4, 100, &draft);
+  EXPECT_EQ(draft.size(), 1u) << "batch 4 (2.73 ms a token): a 5th position pays 1.25 x 0.8 ms, "
+                                 "a 6th not 1.25 x 2.5 ms";
+  s.Propose(other, 4, 100, &draft);
+  EXPECT_TRUE(draft.empty()) << "the step is at 5 positions already";
   int drafted = 0;
-  for (int step = 0; step < 2 * Speculator::kProbeEvery; ++step) {
-    s.Propose(seq, 200, 100, &draft);  // a token's share: 0.55 ms
+  for (int step = 0; step < 2 * Speculator::kProbeEvery * 20; ++step) {
+    s.BeginRound();
+    s.Propose(seq, 20, 100, &draft);
     drafted += draft.empty() ? 0 : 1;
   }
-  EXPECT_EQ(drafted, 2) << "at batch 200, only the probes";
+  EXPECT_EQ(drafted, 2) << "at batch 20 not even a sure proposal pays: a probe every 16 x 20";
+  drafted = 0;
+  for (int i = 0; i < 10; ++i) s.Record(seq.id, 4, 0);  // never kept
+  for (int step = 0; step < 2 * Speculator::kProbeEvery; ++step) {
+    s.BeginRound();
+    s.Propose(seq, 1, 100, &draft);
+    drafted += draft.empty() ? 0 : 1;
+  }
+  EXPECT_EQ(drafted, 2) << "at batch 1, a sequence whose proposals fail only probes";
 }
 
 // Draft mode: DraftLength decides alone, and what the draft model takes per proposal counts
@@ -117,15 +146,15 @@ TEST(SpeculatorTest, ADraftModelsTimeCountsAgainstItsProposals) {
   o.mode = SpeculativeMode::kDraft;
   o.draft_model = "draft.gguf";
   Speculator s(o);
-  for (int64_t n : {1, 5, 16, 64}) {
-    s.ObserveStep(n, absl::Milliseconds(10) + n * absl::Microseconds(500));
-  }
+  ObserveCpuLikeSteps(&s);
   const Sequence seq = Repeating();
   for (int i = 0; i < 20; ++i) s.Record(seq.id, 1, 1);
-  EXPECT_EQ(s.DraftLength(seq, 1, 100), 4) << "all kept: 10.5 ms pays 1.25 x 0.5 ms each";
+  s.BeginRound();
+  EXPECT_EQ(s.DraftLength(seq, 1, 100), 4) << "all kept: 8.5 ms pays 1.25 x 0.8 ms each";
   s.ObserveDraft(4, absl::Milliseconds(40));  // 10 ms per proposal
   EXPECT_NEAR(s.draft_cost(), 0.010, 1e-9);
-  EXPECT_EQ(s.DraftLength(seq, 1, 100), 0) << "10.5 ms does not pay 1.25 x 10.5 ms";
+  s.BeginRound();
+  EXPECT_EQ(s.DraftLength(seq, 1, 100), 0) << "8.5 ms does not pay 1.25 x 10.8 ms";
 }
 
 }  // namespace
