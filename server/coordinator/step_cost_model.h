@@ -9,9 +9,9 @@
 // weighted mean of (tokens, seconds); the cost at n tokens interpolates linearly between the
 // nearest buckets below and above, but across a gap of more than 8 tokens no more steeply
 // than the segment below it (sizes not yet seen are taken to cost what the last ones below
-// did: optimistic, so that they get tried and learned), extrapolating from the last two past the ends; the cost of k more
-// positions is the difference. Until two buckets hold steps, nothing is
-// known (Known() is false). Owned by the engine thread; not thread-safe.
+// did: optimistic, so that they get tried and learned), extrapolating from the last two
+// past the ends; the cost of k more positions is the difference. Until two buckets hold
+// steps, nothing is known (Known() is false). Owned by the engine thread; not thread-safe.
 #ifndef TPSERVE_SERVER_COORDINATOR_STEP_COST_MODEL_H_
 #define TPSERVE_SERVER_COORDINATOR_STEP_COST_MODEL_H_
 
