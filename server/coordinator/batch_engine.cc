@@ -395,16 +395,25 @@ bool BatchEngine::RunStep(const StepPlan& plan) {
     const absl::Time deadline = absl::Now() + options_.mask_budget;
     std::string mask;
     for (auto [request, draft] : constrained) {
-      // A mask past the budget: the token is drawn unmasked, dropped, and the request failed.
+      // A mask past the budget: the token is drawn unmasked, dropped, and the request failed;
+      // a verifying request's masks are sent for every position or none.
+      const int first = masks->masks_size();
+      request->mask_failed = request->constraint->Mask(deadline, &mask);
+      if (!request->mask_failed.ok()) continue;
+      protocol::AddSequenceMask(request->seq.id, mask, masks);
+      if (draft == 0) continue;
       // Verifying proposals, a mask at each position: the grammar's state after those before.
       grammar::TokenConstraint after = *request->constraint;
-      for (int64_t p = 0; p <= draft && request->mask_failed.ok(); ++p) {
-        request->mask_failed = after.Mask(deadline, &mask);
-        if (!request->mask_failed.ok()) break;
-        protocol::AddSequenceMask(request->seq.id, mask, masks, static_cast<uint32_t>(p));
-        if (p == draft) break;
-        const int32_t proposed = request->seq.draft[p];
+      for (int64_t p = 1; p <= draft && request->mask_failed.ok(); ++p) {
+        const int32_t proposed = request->seq.draft[p - 1];
         request->mask_failed = after.Accept(proposed, tokenizer_.TokenBytes(proposed));
+        if (request->mask_failed.ok()) request->mask_failed = after.Mask(deadline, &mask);
+        if (request->mask_failed.ok()) {
+          protocol::AddSequenceMask(request->seq.id, mask, masks, static_cast<uint32_t>(p));
+        }
+      }
+      if (!request->mask_failed.ok()) {
+        masks->mutable_masks()->DeleteSubrange(first, masks->masks_size() - first);
       }
     }
   };
