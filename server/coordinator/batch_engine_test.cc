@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "kernels/kv_block.h"
+#include "server/coordinator/request_validator.h"
 #include "server/coordinator/worker_pool.h"
 #include "server/protocol/step_codec.h"
 #include "server/worker/worker_server.h"
@@ -361,8 +362,18 @@ class ScriptedWorld final : public StepExecutor {
                                       const StepMaskFill& masks) override {
     absl::MutexLock lock(&mu_);
     if (step.masks_follow()) {
-      tpserve::v1::StepMasks unused;
-      masks(&unused);
+      tpserve::v1::StepMasks filled;
+      masks(&filled);
+      // Each verified position of each masked sequence: (draft_tokens, positions masked).
+      for (const tpserve::v1::StepSequence& seq : step.sequences()) {
+        std::vector<uint32_t> positions;
+        for (const tpserve::v1::SequenceMask& m : filled.masks()) {
+          if (m.seq_id() == seq.seq_id()) positions.push_back(m.position());
+        }
+        if (!positions.empty() || seq.draft_tokens() > 0) {
+          masked_.emplace_back(seq.draft_tokens(), std::move(positions));
+        }
+      }
     }
     if (!up_) return absl::UnavailableError("the world is down");
     if (throw_steps_ > 0) {
@@ -421,6 +432,11 @@ class ScriptedWorld final : public StepExecutor {
     absl::MutexLock lock(&mu_);
     return starts_;
   }
+  // Per masked or drafting sequence of each step: its draft_tokens and masked positions.
+  std::vector<std::pair<uint32_t, std::vector<uint32_t>>> masked() const {
+    absl::MutexLock lock(&mu_);
+    return masked_;
+  }
   // (start_pos, tokens) of every sequence of every step that ran.
   std::vector<std::pair<int64_t, int>> steps() const {
     absl::MutexLock lock(&mu_);
@@ -438,6 +454,7 @@ class ScriptedWorld final : public StepExecutor {
   bool last_failed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status start_error_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<int64_t, int>> steps_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<uint32_t, std::vector<uint32_t>>> masked_ ABSL_GUARDED_BY(mu_);
 };
 
 class BatchEngineFakeWorldTest : public ::testing::Test {
@@ -491,6 +508,58 @@ TEST_F(BatchEngineFakeWorldTest, ChunkedPrefillThenOneTokenAStepUntilTheStopStri
   const std::vector<std::pair<int64_t, int>> want = {{0, 4},  {4, 4},  {8, 2},
                                                      {10, 1}, {11, 1}, {12, 1}};
   EXPECT_EQ(world_->steps(), want);
+}
+
+// Speculating under a grammar: a request that verifies K proposals gets a mask at each of
+// its K + 1 positions; one whose masks miss the budget gets none, and ends with the error.
+TEST_F(BatchEngineFakeWorldTest, UnderAGrammarEachVerifiedPositionIsMaskedOrNone) {
+  BatchEngineOptions options;
+  options.speculative.mode = SpeculativeMode::kNgram;
+  ASSERT_TRUE(StartEngine(options).ok());
+  RequestValidator validator(*tokenizer_, nullptr, ServingLimits{});
+  tpserve::v1::GenerateRequest request;
+  // The script twice: the output (the script) repeats the prompt, so ngram proposes it.
+  request.set_prompt(" one two three four five six seven eight one two three four five six");
+  request.set_max_tokens(8);
+  request.set_temperature(0);
+  request.mutable_structured_output()->set_regex(
+      "( one| two| three| four| five| six| seven| eight)+");
+  absl::StatusOr<RequestSpec> spec = validator.Validate(request);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->ignore_eos = true;
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine_->Submit(*spec, sink).ok());
+  const absl::Status done = sink->Wait();
+  ASSERT_TRUE(done.ok()) << done;
+  EXPECT_EQ(sink->text(), " one two three four five six seven eight");
+  const auto masked = world_->masked();
+  ASSERT_FALSE(masked.empty());
+  int drafting = 0;
+  for (const auto& [draft, positions] : masked) {
+    std::vector<uint32_t> want(draft + 1);
+    for (uint32_t p = 0; p <= draft; ++p) want[p] = p;
+    EXPECT_EQ(positions, want) << "draft_tokens " << draft;
+    drafting += draft > 0 ? 1 : 0;
+  }
+  EXPECT_GT(drafting, 0) << "no step verified proposals under the grammar";
+
+  options.mask_budget = absl::ZeroDuration();
+  engine_->Stop();
+  world_ = std::make_unique<ScriptedWorld>(script_);
+  ASSERT_TRUE(StartEngine(options).ok());
+  // A grammar compiled afresh (the first one's masks are cached), wide enough that its mask
+  // walks most of the vocabulary and so looks at the clock.
+  RequestValidator fresh(*tokenizer_, nullptr, ServingLimits{});
+  request.mutable_structured_output()->set_regex("[a-z ]+");
+  spec = fresh.Validate(request);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->ignore_eos = true;
+  sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine_->Submit(*spec, sink).ok());
+  EXPECT_EQ(sink->Wait().code(), absl::StatusCode::kResourceExhausted);
+  for (const auto& [draft, positions] : world_->masked()) {
+    EXPECT_TRUE(positions.empty()) << "a mask past the budget was sent";
+  }
 }
 
 TEST_F(BatchEngineFakeWorldTest, AFailedStepIsRecomputedOnANewWorld) {
