@@ -158,7 +158,10 @@ HOSTILE_MASKS = [
     (lambda step_id: worker_pb2.StepMasks(step_id=step_id, masks=[
         worker_pb2.SequenceMask(seq_id=1, allowed_tokens=_mask(5)),
         worker_pb2.SequenceMask(seq_id=1, allowed_tokens=_mask(5))]),
-     "masks[1]: seq_id 1 has a mask already"),
+     "masks[1]: seq_id 1 has a mask at position 0 already"),
+    (lambda step_id: worker_pb2.StepMasks(step_id=step_id, masks=[
+        worker_pb2.SequenceMask(seq_id=1, allowed_tokens=_mask(5), position=1)]),
+     "masks[0]: seq_id 1: position 1 is past its 0 proposals"),
 ]
 
 

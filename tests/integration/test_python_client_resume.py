@@ -372,7 +372,9 @@ def test_the_deadline_bounds_the_whole_stream(tc, server, fake):
         with pytest.raises((tc.DeadlineExceeded, tc.Unavailable)):
             list(client.stream("hi", max_tokens=TOTAL))
         assert time.monotonic() - start < 1.4
-        assert len(fake.requests) == 3
+        # The third attempt starts about 0.9 s in, or not at all on a loaded machine; the
+        # stream never completes (that would take the third attempt's full 0.45 s).
+        assert len(fake.requests) in (2, 3)
 
 
 # --- AsyncClient --------------------------------------------------------------------------------
