@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <random>
@@ -85,6 +86,34 @@ inline void ExpectGathersRankMajor(Comms& comms, int64_t count, bool gather_leav
           ASSERT_EQ(root[r][q * count + i], -1) << "Gather writes rank 0's output only";
         }
       }
+    }
+  }
+}
+
+// AllReduceSumInt64 gives every rank the exact (wrapping) int64 sum of all ranks' parts, for
+// values of every size and sign, counts in and past one chunk.
+inline void ExpectInt64SumsExact(Comms& comms, int64_t count) {
+  const int world = static_cast<int>(comms.size());
+  std::vector<std::vector<int64_t>> data(world);
+  std::vector<uint64_t> want(count, 0);
+  for (int r = 0; r < world; ++r) {
+    std::mt19937_64 rng(77 + r);
+    data[r].resize(count);
+    for (int64_t i = 0; i < count; ++i) {
+      const int shift = static_cast<int>(rng() % 64);
+      data[r][i] = static_cast<int64_t>(rng() >> shift) * (i % 2 == 0 ? 1 : -1);
+      if (i == 0) data[r][i] = INT64_MAX;  // wraps past two ranks
+      want[i] += static_cast<uint64_t>(data[r][i]);
+    }
+  }
+  std::vector<absl::Status> statuses(world);
+  OnEveryRank(world,
+              [&](int r) { statuses[r] = comms[r]->AllReduceSumInt64(data[r].data(), count); });
+  for (int r = 0; r < world; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+    for (int64_t i = 0; i < count; ++i) {
+      ASSERT_EQ(static_cast<uint64_t>(data[r][i]), want[i])
+          << "world " << world << ", rank " << r << ", element " << i;
     }
   }
 }

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -29,6 +30,12 @@ class Communicator {
 
   // data[i] = sum over ranks of data[i], for i in [0, count); in place.
   virtual absl::Status AllReduceSum(float* data, int64_t count) = 0;
+  // data[i] = sum over ranks of data[i] in int64 (two's complement, wrapping): exact, and the
+  // same bits whatever the order the parts are added in; in place. The exact row-parallel sums
+  // of the canonical path (kernels/cpu/quant/fixed_sum.h) travel this way. The default, for
+  // communicators on host memory, all-gathers the parts (AllGather copies bytes: each int64 as
+  // two floats' worth) and adds them here.
+  virtual absl::Status AllReduceSumInt64(int64_t* data, int64_t count);
   // out[r * count + i] = in[i] of rank r; out holds world_size() * count values.
   virtual absl::Status AllGather(const float* in, int64_t count, float* out) = 0;
   // On rank 0: out[r * count + i] = in[i] of rank r, as AllGather. Other ranks only send: their
@@ -42,6 +49,9 @@ class Communicator {
   virtual absl::Status Synchronize() { return absl::OkStatus(); }
   // Makes pending and future calls fail promptly with Aborted. Thread-safe.
   virtual void Abort() = 0;
+
+ private:
+  std::vector<int64_t> gathered_;  // the default AllReduceSumInt64's parts, [world, count]
 };
 
 // The world of one rank: every collective is the identity.
@@ -51,6 +61,7 @@ class SingleRankCommunicator final : public Communicator {
   int world_size() const override { return 1; }
   std::string_view backend_name() const override { return "local"; }
   absl::Status AllReduceSum(float*, int64_t) override { return Check(); }
+  absl::Status AllReduceSumInt64(int64_t*, int64_t) override { return Check(); }
   absl::Status AllGather(const float* in, int64_t count, float* out) override;
   void Abort() override { aborted_ = true; }
 

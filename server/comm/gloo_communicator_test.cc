@@ -100,6 +100,15 @@ TEST(GlooCommunicatorTest, AllReduceSumAddsInRankOrderWhateverTheBatch) {
   }
 }
 
+TEST(GlooCommunicatorTest, Int64SumsAreExactOnEveryRank) {
+  InMemoryStore store;
+  for (int world = 1; world <= 4; ++world) {
+    Comms comms = Connect(&store, world, Options(absl::StrCat("int64sum", world, "/")));
+    ASSERT_EQ(comms.size(), world);
+    testing::ExpectInt64SumsExact(comms, 333);
+  }
+}
+
 TEST(GlooCommunicatorTest, GathersAreRankMajor) {
   InMemoryStore store;
   for (int world = 1; world <= 4; ++world) {

@@ -87,6 +87,18 @@ class Backend {
   // y = x · wᵀ. x: [m, k] activation dtype, w: [n, k] weight dtype or held packed, y: [m, n]
   // f32.
   virtual absl::Status Matmul(const Tensor& x, const Tensor& w, Tensor y) = 0;
+  // The canonical row-parallel product (kernels/cpu/quant/fixed_sum.h): sums = the exact
+  // fixed-point block sums of x · wᵀ, which any block-aligned split of k, added as integers in
+  // any order, reproduces bit for bit. x as Matmul's; w: [n, k] held packed in a type
+  // SumsExactly() takes; sums: [m, n] int64. The defaults: a backend without it.
+  virtual bool SumsExactly(DType /*w*/) const { return false; }
+  virtual absl::Status MatmulExact(const Tensor& /*x*/, const Tensor& /*w*/, Tensor /*sums*/) {
+    return absl::UnimplementedError("this backend has no exact row-parallel sums");
+  }
+  // y = the floats of sums. sums: [m, n] int64; y: [m, n] f32.
+  virtual absl::Status FixedToFloat(const Tensor& /*sums*/, Tensor /*y*/) {
+    return absl::UnimplementedError("this backend has no exact row-parallel sums");
+  }
   // y += x, both f32.
   virtual absl::Status Add(Tensor y, const Tensor& x) = 0;
   // RoPE in place on the q and k parts of qkv: [m, (n_q + 2 * n_kv) * head_dim] f32, each

@@ -36,11 +36,11 @@ CpuBackend::CpuBackend(int num_threads) : pool_(std::max(1, num_threads)) {}
 CpuBackend::~CpuBackend() = default;
 
 bool CpuBackend::HoldsPacked(DType dtype) const {
-  return dtype != DType::kF32 && k::CpuSupportsQuantKernels();
+  return dtype != DType::kF32 && dtype != DType::kI64 && k::CpuSupportsQuantKernels();
 }
 
 absl::StatusOr<Tensor> CpuBackend::Allocate(int64_t rows, int64_t cols, DType dtype) {
-  if (dtype != DType::kF32 && !HoldsPacked(dtype)) {
+  if (dtype != DType::kF32 && dtype != DType::kI64 && !HoldsPacked(dtype)) {
     return absl::InvalidArgumentError(
         absl::StrCat("the CPU backend cannot hold ", DTypeName(dtype), " tensors"));
   }
@@ -49,8 +49,9 @@ absl::StatusOr<Tensor> CpuBackend::Allocate(int64_t rows, int64_t cols, DType dt
         absl::StrCat("bad ", DTypeName(dtype), " tensor shape [", rows, ", ", cols, "]"));
   }
   // Packed weights in the kernels' layout (weight_layout.h): the file's bytes, reordered.
-  const int64_t bytes =
-      dtype == DType::kF32 ? rows * cols * 4 : k::LayoutBytes(FormatOf(dtype), rows, cols);
+  const int64_t bytes = dtype == DType::kF32   ? rows * cols * 4
+                        : dtype == DType::kI64 ? rows * cols * 8
+                                               : k::LayoutBytes(FormatOf(dtype), rows, cols);
   const int64_t n = std::max<int64_t>(1, (bytes + 3) / 4);
   // Value-initialised: fresh KV blocks and workspaces read as zeros, never garbage.
   std::unique_ptr<float[]> buffer(new (std::nothrow) float[n]());
@@ -188,6 +189,31 @@ absl::Status CpuBackend::Matmul(const Tensor& x, const Tensor& w, Tensor y) {
     k::QuantMatmul(FormatOf(w.dtype), F32(x), static_cast<const uint8_t*>(w.data), F32(y), x.rows,
                    w.rows, x.cols, &pool_, &q8_scratch_);
   }
+  return absl::OkStatus();
+}
+
+bool CpuBackend::SumsExactly(DType w) const {
+  return HoldsPacked(w) && k::HasFixedSums(FormatOf(w));
+}
+
+absl::Status CpuBackend::MatmulExact(const Tensor& x, const Tensor& w, Tensor sums) {
+  if (x.cols != w.cols || sums.rows != x.rows || sums.cols != w.rows || sums.dtype != DType::kI64 ||
+      !SumsExactly(w.dtype)) {
+    return absl::InternalError(absl::StrCat(
+        "MatmulExact: x [", x.rows, ", ", x.cols, "] w ", DTypeName(w.dtype), " [", w.rows, ", ",
+        w.cols, "] sums ", DTypeName(sums.dtype), " [", sums.rows, ", ", sums.cols, "]"));
+  }
+  k::QuantMatmulFixed(FormatOf(w.dtype), F32(x), static_cast<const uint8_t*>(w.data),
+                      static_cast<int64_t*>(sums.data), x.rows, w.rows, x.cols, &pool_,
+                      &q8_scratch_);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::FixedToFloat(const Tensor& sums, Tensor y) {
+  if (sums.dtype != DType::kI64 || y.rows != sums.rows || y.cols != sums.cols) {
+    return absl::InternalError("FixedToFloat: shapes or types differ");
+  }
+  k::FixedToFloat(static_cast<const int64_t*>(sums.data), sums.elements(), F32(y));
   return absl::OkStatus();
 }
 

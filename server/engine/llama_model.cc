@@ -138,6 +138,20 @@ absl::Status LlamaModel::LoadWeights(const model::WeightSource& weights) {
 
   const int64_t q_n = q_rows.size();
   const int64_t kv_n = kv_rows.size();
+  // The canonical path: decided from the model and the backend alone, never the world, so that
+  // every world holds the same row-parallel values and sums them the same way.
+  exact_sums_ = options_.tp_invariant && !options_.dequantize &&
+                backend_->SumsExactly(DType::kQ8_0) && config_.head_dim % 32 == 0;
+  if (options_.tp_invariant && !exact_sums_) {
+    LOG(INFO) << "weights: row-parallel projections summed in float (no canonical path: "
+              << (options_.dequantize                    ? "exact mode"
+                  : !backend_->SumsExactly(DType::kQ8_0) ? "the backend has no exact sums"
+                                                         : "head_dim is not whole blocks of 32")
+              << "): the logits depend on the world size";
+  }
+  auto row_parallel = [&](const WeightPart& part, int64_t cols) {
+    return exact_sums_ ? loader.ExactSumsMatrix(part, d, cols) : loader.Matrix({part}, d, cols);
+  };
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     Layer layer;
     ASSIGN_OR_RETURN(layer.attn_norm, loader.Vector(LayerName(l, "attn_norm"), d));
@@ -146,13 +160,12 @@ absl::Status LlamaModel::LoadWeights(const model::WeightSource& weights) {
                                                 rows_of(LayerName(l, "attn_k"), kv_rows),
                                                 rows_of(LayerName(l, "attn_v"), kv_rows)},
                                                q_n + 2 * kv_n, d));
-    ASSIGN_OR_RETURN(layer.wo,
-                     loader.Matrix({columns_of(LayerName(l, "attn_output"), q_rows)}, d, q_n));
+    ASSIGN_OR_RETURN(layer.wo, row_parallel(columns_of(LayerName(l, "attn_output"), q_rows), q_n));
     ASSIGN_OR_RETURN(layer.w_gate_up, loader.Matrix({rows_of(LayerName(l, "ffn_gate"), ffn),
                                                      rows_of(LayerName(l, "ffn_up"), ffn)},
                                                     2 * ffn.size(), d));
     ASSIGN_OR_RETURN(layer.w_down,
-                     loader.Matrix({columns_of(LayerName(l, "ffn_down"), ffn)}, d, ffn.size()));
+                     row_parallel(columns_of(LayerName(l, "ffn_down"), ffn), ffn.size()));
     layers_.push_back(layer);
   }
   LOG(INFO) << "weights: rank " << plan_.rank << " holds " << loader.Summary() << " matrices";
@@ -214,6 +227,9 @@ absl::Status LlamaModel::AllocateWorkspace() {
   ASSIGN_OR_RETURN(ws_.qkv, backend_->Allocate(t, (q + 2 * kv) * hd, f32));
   ASSIGN_OR_RETURN(ws_.attn, backend_->Allocate(t, q * hd, act));
   ASSIGN_OR_RETURN(ws_.proj, backend_->Allocate(t, d, f32));
+  if (exact_sums_) {
+    ASSIGN_OR_RETURN(ws_.sums, backend_->Allocate(t, d, DType::kI64));
+  }
   ASSIGN_OR_RETURN(ws_.gate_up, backend_->Allocate(t, 2 * f, f32));
   ASSIGN_OR_RETURN(ws_.act, backend_->Allocate(t, f, act));
   ASSIGN_OR_RETURN(ws_.sel, backend_->Allocate(r, d, f32));
@@ -244,13 +260,11 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, std::vector<float>* log
     RETURN_IF_ERROR(backend_->Matmul(h, layer.wqkv, qkv));
     RETURN_IF_ERROR(backend_->Rope(qkv, q, kv));
     RETURN_IF_ERROR(backend_->Attention(static_cast<int64_t>(l), qkv, q, kv, attn));
-    RETURN_IF_ERROR(backend_->Matmul(attn, layer.wo, proj));
-    RETURN_IF_ERROR(comm_->AllReduceSum(static_cast<float*>(proj.data), proj.elements()));
+    RETURN_IF_ERROR(RowParallel(attn, layer.wo, proj));
     RETURN_IF_ERROR(backend_->AddRmsNorm(x, proj, layer.ffn_norm, eps, h));
     RETURN_IF_ERROR(backend_->Matmul(h, layer.w_gate_up, gate_up));
     RETURN_IF_ERROR(backend_->SwiGlu(gate_up, act));
-    RETURN_IF_ERROR(backend_->Matmul(act, layer.w_down, proj));
-    RETURN_IF_ERROR(comm_->AllReduceSum(static_cast<float*>(proj.data), proj.elements()));
+    RETURN_IF_ERROR(RowParallel(act, layer.w_down, proj));
     if (l + 1 < layers_.size()) {
       RETURN_IF_ERROR(backend_->AddRmsNorm(x, proj, layers_[l + 1].attn_norm, eps, h));
     } else {
@@ -264,6 +278,17 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, std::vector<float>* log
   RETURN_IF_ERROR(backend_->RmsNorm(sel, output_norm_, eps, sel_h));
   RETURN_IF_ERROR(backend_->Matmul(sel_h, lm_head_, ws_.logits.Rows(rows)));
   return GatherLogits(rows, logits);
+}
+
+absl::Status LlamaModel::RowParallel(const Tensor& x, const Tensor& w, Tensor out) {
+  if (!exact_sums_) {
+    RETURN_IF_ERROR(backend_->Matmul(x, w, out));
+    return comm_->AllReduceSum(static_cast<float*>(out.data), out.elements());
+  }
+  const Tensor sums = ws_.sums.Rows(out.rows);
+  RETURN_IF_ERROR(backend_->MatmulExact(x, w, sums));
+  RETURN_IF_ERROR(comm_->AllReduceSumInt64(static_cast<int64_t*>(sums.data), sums.elements()));
+  return backend_->FixedToFloat(sums, out);
 }
 
 absl::Status LlamaModel::GatherLogits(int64_t rows, std::vector<float>* logits) {

@@ -33,6 +33,11 @@ struct EngineOptions {
   int64_t kv_blocks = 0;                  // when > 0: exactly this many blocks (budget unused)
   bool dequantize = false;  // exact mode: every weight dequantised to the backend's weight_dtype
                             // at load (else kept in its file's blocks where the backend can)
+  // The canonical path: the row-parallel projections (wo, w_down) as exact fixed-point sums
+  // (Backend::MatmulExact, an int64 all-reduce), so that every world size and split gives the
+  // same bits (kernels/cpu/quant/fixed_sum.h). Taken where the backend sums Q8_0 exactly, the
+  // heads are whole blocks (head_dim % 32 == 0) and not in exact mode; else float sums.
+  bool tp_invariant = true;
   // Polled by Load between tensors (and chunks of a large one); once it returns true, Load
   // abandons the load and returns Cancelled. Empty: never. Not kept past Load.
   std::function<bool()> cancelled;
@@ -70,6 +75,8 @@ class LlamaModel {
   int64_t kv_block_size() const { return kv_shape_.block_size; }
   int64_t weight_bytes() const { return weight_bytes_; }
   int64_t kv_bytes() const { return kv_bytes_; }
+  // Whether the row-parallel projections are exact sums (EngineOptions::tp_invariant taken).
+  bool exact_sums() const { return exact_sums_; }
 
  private:
   // Weight matrices are the backend's weight dtype, norms f32; see backend.h.
@@ -90,6 +97,7 @@ class LlamaModel {
     Tensor qkv;       // [T, (q_local + 2 kv_local) * head_dim]
     Tensor attn;      // [T, q_local * head_dim] act
     Tensor proj;      // [T, d_model] partial sums of the row-parallel projections
+    Tensor sums;      // [T, d_model] int64: their exact sums (exact_sums_ only)
     Tensor gate_up;   // [T, 2 * ffn_local]
     Tensor act;       // [T, ffn_local] act
     Tensor sel;       // [R, d_model] residual rows that want logits
@@ -112,6 +120,9 @@ class LlamaModel {
   int64_t vocab_slice_max() const;
   absl::Status AllocateWorkspace();
   absl::Status GatherLogits(int64_t rows, std::vector<float>* logits);
+  // out = x · wᵀ summed over the ranks (a row-parallel projection): exact sums and an int64
+  // all-reduce when exact_sums_, else float partials and a float all-reduce.
+  absl::Status RowParallel(const Tensor& x, const Tensor& w, Tensor out);
 
   model::ModelConfig config_;
   model::ShardPlan plan_;
@@ -128,6 +139,7 @@ class LlamaModel {
   Workspace ws_;
   int64_t weight_bytes_ = 0;
   int64_t kv_bytes_ = 0;
+  bool exact_sums_ = false;
 
   std::vector<float> host_gathered_;  // [P, R, V]
 };

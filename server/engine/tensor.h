@@ -3,7 +3,8 @@
 //
 // Element types: f32, f16 and bf16, and weights kept in the blocks of their file's format
 // (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K; see kernels/cpu/quant/formats.h): a row of `cols`
-// values is cols / block_values blocks, RowBytes(dtype, cols) bytes.
+// values is cols / block_values blocks, RowBytes(dtype, cols) bytes. And int64, for the exact
+// fixed-point sums of row-parallel products (kernels/cpu/quant/fixed_sum.h); never a weight.
 #ifndef TPSERVE_SERVER_ENGINE_TENSOR_H_
 #define TPSERVE_SERVER_ENGINE_TENSOR_H_
 
@@ -13,7 +14,7 @@
 
 namespace tpserve::engine {
 
-enum class DType { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ4_K, kQ5_K, kQ6_K };
+enum class DType { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ4_K, kQ5_K, kQ6_K, kI64 };
 
 // The kernels' format of the same layout.
 inline kernels::cpu::WeightFormat FormatOf(DType t) {
@@ -37,6 +38,8 @@ inline kernels::cpu::WeightFormat FormatOf(DType t) {
       return WeightFormat::kQ5_K;
     case DType::kQ6_K:
       return WeightFormat::kQ6_K;
+    case DType::kI64:  // no weight format
+      break;
   }
   return WeightFormat::kF32;
 }
@@ -68,17 +71,19 @@ inline DType DTypeOf(kernels::cpu::WeightFormat f) {
 }
 
 // "F32", "Q4_1", ...
-inline const char* DTypeName(DType t) { return kernels::cpu::FormatKernelsFor(FormatOf(t)).name; }
-// Values per block: 1 for f32 / f16 / bf16.
+inline const char* DTypeName(DType t) {
+  return t == DType::kI64 ? "I64" : kernels::cpu::FormatKernelsFor(FormatOf(t)).name;
+}
+// Values per block: 1 for f32 / f16 / bf16 / int64.
 inline int64_t DTypeBlockValues(DType t) {
-  return kernels::cpu::FormatKernelsFor(FormatOf(t)).block_values;
+  return t == DType::kI64 ? 1 : kernels::cpu::FormatKernelsFor(FormatOf(t)).block_values;
 }
 // Bytes of one row of `cols` values (cols a multiple of DTypeBlockValues(t)).
 inline int64_t DTypeRowBytes(DType t, int64_t cols) {
-  return kernels::cpu::RowBytes(FormatOf(t), cols);
+  return t == DType::kI64 ? 8 * cols : kernels::cpu::RowBytes(FormatOf(t), cols);
 }
-// Bytes of one value of an unblocked type (f32, f16, bf16).
-inline int64_t DTypeBytes(DType t) { return t == DType::kF32 ? 4 : 2; }
+// Bytes of one value of an unblocked type (f32, f16, bf16, int64).
+inline int64_t DTypeBytes(DType t) { return t == DType::kI64 ? 8 : t == DType::kF32 ? 4 : 2; }
 
 struct Tensor {
   void* data = nullptr;  // device memory (host memory on the CPU backend)

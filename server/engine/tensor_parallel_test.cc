@@ -7,10 +7,12 @@
 // batch, token for token. Shared memory and Gloo give the same bits at P = 2. P = 2 splits the
 // heads unevenly (6+3 query heads, 2+1 KV heads); P = 4 replicates KV heads.
 //
-// With the file's blocks kept (the default, fast path), activations are rounded to 8 bits per
-// block of 32 before each matmul, so the last-bit differences of a split sum can move a value
-// across a rounding step: logits agree to quantisation noise, and a greedy continuation may
-// part from the world of one only where the world of one's top two logits nearly tie.
+// With the file's blocks kept (the default, fast path), the row-parallel projections are exact
+// fixed-point sums (the canonical path, kernels/cpu/quant/fixed_sum.h): every world, at one
+// thread or two, gives the world of one's logits bit for bit, and its greedy tokens. With float
+// sums instead (tp_invariant off), activations rounded to 8 bits per block of 32 before each
+// matmul turn the last-bit differences of a split sum into quantisation noise: logits agree to
+// it, and a greedy continuation may part only where the world of one's top two nearly tie.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -134,13 +136,14 @@ double RelativeRowDifference(const std::vector<float>& have, const std::vector<f
 }
 
 enum class Comm { kShm, kGloo };
-// Exact: every weight dequantised to f32 at load (--dequantize); packed: the file's blocks.
-enum class Weights { kExact, kPacked };
+// Exact: every weight dequantised to f32 at load (--dequantize); packed: the file's blocks, on
+// the canonical path (exact row-parallel sums), at one thread or two, or with float sums.
+enum class Weights { kExact, kPacked, kPackedTwoThreads, kPackedFloatSums };
 
-// Packed worlds: logits of the world of P within this fraction of the row's largest logit of
-// the world of one (8-bit activation rounding noise, measured up to ~8% on the mixed steps), and a
-// parting greedy continuation allowed only where the world of one's top-two margin was below
-// kNearTie.
+// Packed worlds with float sums: logits of the world of P within this fraction of the row's largest
+// logit of the world of one (8-bit activation rounding noise, measured up to ~8% on the mixed
+// steps), and a parting greedy continuation allowed only where the world of one's top-two margin
+// was below kNearTie.
 constexpr double kPackedLogitTolerance = 0.15;
 constexpr float kNearTie = 1.0f;
 
@@ -158,6 +161,7 @@ struct RankResult {
   std::vector<std::vector<int32_t>> greedy;     // per prompt: generated ids, EOS included
   std::vector<std::vector<float>> margins;      // per prompt and token: top-two logit gap
   int64_t weight_bytes = 0;
+  bool exact_sums = false;                        // the model took the canonical path
   double load_s = 0, logits_s = 0, greedy_s = 0;  // wall time of each phase
 };
 
@@ -181,8 +185,8 @@ absl::Status RunRank(const model::WeightSource& weights, comm::Store* store, Com
                      RankResult* out) {
   auto plan = model::MakeShardPlan(weights.config(), rank, world);
   if (!plan.ok()) return plan.status();
-  const std::string prefix = absl::StrCat("tp", world, kind == Comm::kShm ? "shm" : "gloo",
-                                          mode == Weights::kExact ? "exact/" : "packed/");
+  const std::string prefix = absl::StrCat("tp", world, kind == Comm::kShm ? "shm" : "gloo", "mode",
+                                          static_cast<int>(mode), "/");
   absl::StatusOr<std::unique_ptr<comm::Communicator>> comm;
   if (kind == Comm::kShm) {
     comm::ShmOptions options;
@@ -202,14 +206,16 @@ absl::Status RunRank(const model::WeightSource& weights, comm::Store* store, Com
   int64_t prompt_tokens = 0;
   for (const std::vector<int32_t>& p : prompts) prompt_tokens += static_cast<int64_t>(p.size());
   absl::Time start = absl::Now();
-  CpuBackend backend(1);
+  CpuBackend backend(mode == Weights::kPackedTwoThreads ? 2 : 1);
   EngineOptions engine_options;
   engine_options.kv_blocks = (kMixedSeqs + num_prompts) * kBlocksPerSeq;
   engine_options.max_batch_tokens = prompt_tokens;  // all 16 prompts prefill in one step
   engine_options.dequantize = mode == Weights::kExact;
+  engine_options.tp_invariant = mode != Weights::kPackedFloatSums;
   auto model = LlamaModel::Load(weights, *plan, &backend, comm->get(), engine_options);
   if (!model.ok()) return model.status();
   out->weight_bytes = (*model)->weight_bytes();
+  out->exact_sums = (*model)->exact_sums();
   out->load_s = absl::ToDoubleSeconds(absl::Now() - start);
   if (!steps) return absl::OkStatus();
 
@@ -329,7 +335,10 @@ class TensorParallelTest : public ::testing::Test {
     std::printf(
         "world of %d over %s, %s weights: %.1f s (rank 0: load %.1f s, logit steps %.1f s, "
         "greedy %.1f s)\n",
-        world, kind == Comm::kShm ? "shm" : "gloo", mode == Weights::kExact ? "exact" : "packed",
+        world, kind == Comm::kShm ? "shm" : "gloo",
+        mode == Weights::kExact             ? "exact"
+        : mode == Weights::kPackedFloatSums ? "packed (float sums)"
+                                            : "packed",
         absl::ToDoubleSeconds(absl::Now() - start), ranks[0].load_s, ranks[0].logits_s,
         ranks[0].greedy_s);
     int eos = 0;
@@ -385,10 +394,41 @@ class TensorParallelTest : public ::testing::Test {
 
   // Packed weights: every rank of `world` against the packed world of one, to quantisation
   // noise; greedy continuations identical or parting at a near-tie of the world of one.
-  static void ExpectPackedCloseToWorldOfOne(int world) {
+  // The canonical path: the world's logits (every step) and greedy tokens are the world of
+  // one's, bit for bit.
+  static void ExpectPackedBitIdenticalToWorldOfOne(int world, Weights mode) {
     const std::vector<RankResult>& ref = World(1, Comm::kShm, Weights::kPacked);
     ASSERT_TRUE(ref[0].status.ok()) << ref[0].status;
-    const std::vector<RankResult>& got = World(world, Comm::kShm, Weights::kPacked);
+    ASSERT_TRUE(ref[0].exact_sums);
+    const std::vector<RankResult>& got = World(world, Comm::kShm, mode);
+    ASSERT_TRUE(got[0].status.ok()) << got[0].status;
+    ASSERT_TRUE(got[0].exact_sums);
+    ASSERT_EQ(got[0].step_logits.size(), ref[0].step_logits.size());
+    for (size_t s = 0; s < ref[0].step_logits.size(); ++s) {
+      const std::vector<float>& want = ref[0].step_logits[s];
+      const std::vector<float>& have = got[0].step_logits[s];
+      ASSERT_EQ(have.size(), want.size()) << "step " << s;
+      EXPECT_EQ(std::memcmp(have.data(), want.data(), want.size() * sizeof(float)), 0)
+          << "world " << world << ", step " << s << ": logits differ";
+    }
+    int identical = 0;
+    for (size_t p = 0; p < ref[0].greedy.size(); ++p) {
+      EXPECT_EQ(got[0].greedy[p], ref[0].greedy[p]) << "world " << world << ", prompt " << p;
+      identical += got[0].greedy[p] == ref[0].greedy[p];
+    }
+    std::printf(
+        "world of %d, packed%s: logits bit-identical to the world of one's; %d of %zu "
+        "greedy continuations identical\n",
+        world, mode == Weights::kPackedTwoThreads ? " (2 threads)" : "", identical,
+        ref[0].greedy.size());
+  }
+
+  // Float sums: the world's logits within quantisation noise of the world of one's, partings
+  // only at near ties.
+  static void ExpectPackedCloseToWorldOfOne(int world) {
+    const std::vector<RankResult>& ref = World(1, Comm::kShm, Weights::kPackedFloatSums);
+    ASSERT_TRUE(ref[0].status.ok()) << ref[0].status;
+    const std::vector<RankResult>& got = World(world, Comm::kShm, Weights::kPackedFloatSums);
     ASSERT_TRUE(got[0].status.ok()) << got[0].status;
     const int64_t vocab = weights_->config().vocab_size;
     double worst = 0;
@@ -473,11 +513,14 @@ TEST_F(TensorParallelTest, ShmAndGlooGiveTheSameBitsAtTwoRanks) {
 }
 TEST_F(TensorParallelTest, WorldOfThreeMatchesWorldOfOne) { ExpectMatchesWorldOfOne(3); }
 TEST_F(TensorParallelTest, WorldOfFourMatchesWorldOfOne) { ExpectMatchesWorldOfOne(4); }
-TEST_F(TensorParallelTest, PackedWorldOfTwoPartsOnlyAtNearTies) {
-  ExpectPackedCloseToWorldOfOne(2);
+// The canonical path: worlds of 2, 3 and 4 (uneven heads, replicated KV heads), and a world of
+// 2 at two threads a rank, give the world of one's bits.
+TEST_F(TensorParallelTest, PackedWorldsOfTwoToFourAndTwoThreadsAreBitIdentical) {
+  for (int world : {2, 3, 4}) ExpectPackedBitIdenticalToWorldOfOne(world, Weights::kPacked);
+  ExpectPackedBitIdenticalToWorldOfOne(2, Weights::kPackedTwoThreads);
 }
-TEST_F(TensorParallelTest, PackedWorldOfThreePartsOnlyAtNearTies) {
-  ExpectPackedCloseToWorldOfOne(3);
+TEST_F(TensorParallelTest, PackedWorldOfTwoWithFloatSumsPartsOnlyAtNearTies) {
+  ExpectPackedCloseToWorldOfOne(2);
 }
 
 // Packed, a rank holds its share of the file's bytes: the world of one, whose tied LM head is

@@ -43,24 +43,49 @@ absl::StatusOr<Tensor> WeightLoader::Matrix(absl::Span<const WeightPart> parts, 
     return t;
   }
   if (packable && cols % 32 == 0 && backend_->HoldsPacked(DType::kQ8_0)) {
-    LOG(INFO) << "weights: " << parts.front().name << (parts.size() > 1 ? " (fused)" : "")
-              << " re-quantised to Q8_0: "
-              << (mixed ? "its parts are stored in different types"
-                        : absl::StrCat("columns [", parts.front().cols.begin, ", ",
-                                       parts.front().cols.end, ") split ", DTypeName(stored),
-                                       " blocks"));
-    RETURN_IF_ERROR(ReadFloats(parts, total_rows, cols));
-    ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(total_rows, cols, DType::kQ8_0));
-    host_.assign(static_cast<size_t>(t.bytes()), 0);
-    kernels::cpu::QuantizeQ8_0(floats_.data(), total_rows * cols / 32, host_.data());
-    RETURN_IF_ERROR(backend_->Upload(host_.data(), DType::kQ8_0, t));
-    Count(DType::kQ8_0);
-    return t;
+    return RequantizedQ8_0(
+        parts, total_rows, cols,
+        mixed ? "its parts are stored in different types"
+              : absl::StrCat("columns [", parts.front().cols.begin, ", ", parts.front().cols.end,
+                             ") split ", DTypeName(stored), " blocks"));
   }
   RETURN_IF_ERROR(ReadFloats(parts, total_rows, cols));
   ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(total_rows, cols, backend_->weight_dtype()));
   RETURN_IF_ERROR(backend_->Upload(floats_.data(), DType::kF32, t));
   Count(backend_->weight_dtype());
+  return t;
+}
+
+absl::StatusOr<Tensor> WeightLoader::ExactSumsMatrix(const WeightPart& part, int64_t rows,
+                                                     int64_t cols) {
+  RETURN_IF_ERROR(CheckCancelled(part.name));
+  ASSIGN_OR_RETURN(const model::GgmlTypeInfo type, weights_->StoredType(part.name));
+  const DType stored = DTypeOf(type.format);
+  const bool aligned =
+      part.cols.begin % type.block_values == 0 && part.cols.end % type.block_values == 0;
+  if (backend_->SumsExactly(stored) && aligned) return Matrix({part}, rows, cols);
+  if (cols % 32 != 0 || !backend_->SumsExactly(DType::kQ8_0)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("weights: ", part.name, " columns [", part.cols.begin, ", ", part.cols.end,
+                     "): no exact row-parallel sums on this backend for a slice of ", cols,
+                     " columns (they need Q8_0 blocks of 32)"));
+  }
+  return RequantizedQ8_0(
+      {part}, rows, cols,
+      absl::StrCat(DTypeName(stored), " has no exact row-parallel sums (the canonical path)"));
+}
+
+absl::StatusOr<Tensor> WeightLoader::RequantizedQ8_0(absl::Span<const WeightPart> parts,
+                                                     int64_t total_rows, int64_t cols,
+                                                     const std::string& why) {
+  LOG(INFO) << "weights: " << parts.front().name << (parts.size() > 1 ? " (fused)" : "")
+            << " re-quantised to Q8_0: " << why;
+  RETURN_IF_ERROR(ReadFloats(parts, total_rows, cols));
+  ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(total_rows, cols, DType::kQ8_0));
+  host_.assign(static_cast<size_t>(t.bytes()), 0);
+  kernels::cpu::QuantizeQ8_0(floats_.data(), total_rows * cols / 32, host_.data());
+  RETURN_IF_ERROR(backend_->Upload(host_.data(), DType::kQ8_0, t));
+  Count(DType::kQ8_0);
   return t;
 }
 

@@ -47,6 +47,12 @@ class WeightLoader {
   // rows up to total_rows.
   absl::StatusOr<Tensor> Matrix(absl::Span<const WeightPart> parts, int64_t total_rows,
                                 int64_t cols);
+  // A row-parallel [rows, cols] matrix for the canonical path's exact sums (Backend::
+  // MatmulExact): kept in its file's blocks when the backend SumsExactly() that type and the
+  // slice falls on its blocks, else re-quantised to Q8_0. The choice depends only on the stored
+  // type and block-aligned slices, so every world holds the same values. FailedPrecondition when
+  // cols is not a multiple of 32 or the backend sums no Q8_0 exactly.
+  absl::StatusOr<Tensor> ExactSumsMatrix(const WeightPart& part, int64_t rows, int64_t cols);
   // A [1, n] f32 vector (norm weights), whatever the file stores.
   absl::StatusOr<Tensor> Vector(const std::string& name, int64_t n);
 
@@ -54,6 +60,9 @@ class WeightLoader {
   std::string Summary() const;
 
  private:
+  // The parts re-quantised to Q8_0 (their columns a multiple of 32), the log saying why.
+  absl::StatusOr<Tensor> RequantizedQ8_0(absl::Span<const WeightPart> parts, int64_t total_rows,
+                                         int64_t cols, const std::string& why);
   // floats_ = the parts stacked as f32 [total_rows, cols], zero rows below.
   absl::Status ReadFloats(absl::Span<const WeightPart> parts, int64_t total_rows, int64_t cols);
   // Calls read(begin, end) for consecutive row ranges covering part.rows, each of at most

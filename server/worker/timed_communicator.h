@@ -35,6 +35,15 @@ class TimedCommunicator final : public comm::Communicator {
     }
     return status;
   }
+  absl::Status AllReduceSumInt64(int64_t* data, int64_t count) override {
+    const absl::Time start = absl::Now();
+    absl::Status status = Timed([&] { return inner_->AllReduceSumInt64(data, count); });
+    if (metrics_ != nullptr) {
+      metrics_->allreduce_duration.Observe(absl::ToDoubleSeconds(absl::Now() - start));
+      metrics_->allreduce_bytes.Increment(static_cast<double>(count) * sizeof(int64_t));
+    }
+    return status;
+  }
   absl::Status AllGather(const float* in, int64_t count, float* out) override {
     return Timed([&] { return inner_->AllGather(in, count, out); });
   }

@@ -46,18 +46,28 @@ inline constexpr int kQuantIsaCount = 2;
 //   colsn: y[i * ldy + j] = dot(x row i, w row j), 2 <= mr <= kColsRows, j < nr (<= 8);
 //          x: mr rows of kb blocks, `x_stride` blocks apart; the same values as cols8's.
 //   w: nr rows of `w_stride` bytes.
+// Each comes with y f32 (the float chain of tile32.h's Numerics) and with y int64 (exact
+// fixed-point block sums: block_sums.h's FixedBlocks, for QuantMatmulFixed).
+template <class Out>
 using Rows8TileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x,
-                             int64_t groups, int64_t kb, float* y, int64_t ldy);
+                             int64_t groups, int64_t kb, Out* y, int64_t ldy);
+template <class Out>
 using Cols8TileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x,
-                             int64_t kb, float* y);
+                             int64_t kb, Out* y);
 inline constexpr int kColsRows = 7;  // the rows a whole group of 8 can leave
+template <class Out>
 using ColsNTileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x,
-                             int64_t x_stride, int mr, int64_t kb, float* y, int64_t ldy);
+                             int64_t x_stride, int mr, int64_t kb, Out* y, int64_t ldy);
+template <class Out>
+struct Tiles32Fns {
+  Rows8TileFn<Out> rows8;
+  Cols8TileFn<Out> cols8;
+  ColsNTileFn<Out> colsn;
+};
 struct Tiles32 {
   struct Isa {
-    Rows8TileFn rows8;
-    Cols8TileFn cols8;
-    ColsNTileFn colsn;
+    Tiles32Fns<float> floats;
+    Tiles32Fns<int64_t> fixed;
   };
   Isa isa[kQuantIsaCount];  // indexed by QuantIsa
 };
@@ -83,14 +93,17 @@ using FloatTileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const f
 //                   x's blocks' sum of quants, laid out as x.
 using PackRowsFn = void (*)(const uint8_t* rows, int64_t n, int64_t k, uint8_t* packed);
 using DequantizePackedRowFn = void (*)(const uint8_t* packed, int64_t k, int64_t row, float* out);
+//                   The tile comes with y f32 and with y int64 (fixed), as Tiles32's.
+template <class Out>
 using Interleaved8TileFn = void (*)(const uint8_t* w, int64_t tile_bytes, int tiles,
                                     const Q8Block* x, const int32_t* sums, int64_t x_stride, int mr,
-                                    int64_t kb, float* y, int64_t ldy, int nr);
+                                    int64_t kb, Out* y, int64_t ldy, int nr);
 struct Interleaved8 {
   PackRowsFn pack;
   DequantizePackedRowFn dequantize_row;
   struct Isa {
-    Interleaved8TileFn tile;
+    Interleaved8TileFn<float> tile;
+    Interleaved8TileFn<int64_t> tile_fixed;
     int max_rows;
     int max_tiles;
   };

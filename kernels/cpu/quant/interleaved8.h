@@ -26,7 +26,8 @@
 //   acc = 0; for each block b in order: acc = fma(float(isum_b), d_w * d_x, acc); y = acc
 // with isum_b exact in int32, each output in one lane: whatever the tile shape, the rest of the
 // batch, the thread split or the instruction set, an output sees the same float operations (and
-// the same as Rows8/Cols8 on the file's rows), bit for bit.
+// the same as Rows8/Cols8 on the file's rows), bit for bit. Like tile32.h's, the tile comes on
+// block_sums.h's FloatBlocks (that sequence, y f32) and on its FixedBlocks (y int64).
 #ifndef TPSERVE_KERNELS_CPU_QUANT_INTERLEAVED8_H_
 #define TPSERVE_KERNELS_CPU_QUANT_INTERLEAVED8_H_
 
@@ -36,6 +37,7 @@
 #include <cstring>
 
 #include "kernels/cpu/quant/block_dot.h"
+#include "kernels/cpu/quant/block_sums.h"
 #include "kernels/cpu/quant/formats.h"
 #include "kernels/cpu/quant/q8_activations.h"
 
@@ -124,16 +126,16 @@ struct Interleaved8Vnni {
 
 // y[i * ldy + j] = dot(x row i, w row j) for i < R, j < nr (<= 8T): the tile of formats.h's
 // Interleaved8TileFn with mr = R and tiles = T.
-template <class P, int R, int T>
+template <class P, class A, int R, int T>
 [[gnu::always_inline]] inline void Interleaved8Body(const uint8_t* w, int64_t tile_bytes,
                                                     const Q8Block* x, const int32_t* sums,
-                                                    int64_t x_stride, int64_t kb, float* y,
-                                                    int64_t ldy, int nr) {
-  __m256 acc[R][T];
+                                                    int64_t x_stride, int64_t kb,
+                                                    typename A::Out* y, int64_t ldy, int nr) {
+  typename A::Acc acc[R][T];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    for (int t = 0; t < T; ++t) acc[r][t] = A::Zero();
   }
   // A lone row's products in two chains (even and odd groups), so they do not wait on each
   // other; taller tiles have one chain per row.
@@ -201,7 +203,7 @@ template <class P, int R, int T>
       for (int t = 0; t < T; ++t) {
         __m256i total = isum[r][t][0];
         if constexpr (C == 2) total = _mm256_add_epi32(total, isum[r][t][1]);
-        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(dw[t], dx), acc[r][t]);
+        A::Add(acc[r][t], total, dw[t], dx, dx, dx, /*offset=*/false);
       }
     }
   }
@@ -209,12 +211,12 @@ template <class P, int R, int T>
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      float* out = y + r * ldy + 8 * t;
+      typename A::Out* out = y + r * ldy + 8 * t;
       if (8 * t + 8 <= nr) {
-        _mm256_storeu_ps(out, acc[r][t]);
+        A::Store(acc[r][t], out);
       } else if (8 * t < nr) {
-        alignas(32) float part[8];
-        _mm256_store_ps(part, acc[r][t]);
+        typename A::Out part[8];
+        A::Store(acc[r][t], part);
         for (int j = 0; j < nr - 8 * t; ++j) out[j] = part[j];
       }
     }
@@ -222,43 +224,50 @@ template <class P, int R, int T>
 }
 
 // The Interleaved8 (formats.h) of Q8_0: each instruction set's tile dispatches (mr, tiles) to
-// its instantiation.
+// its instantiation, for each way of adding (block_sums.h).
 struct Interleaved8Q8_0 {
-  template <int R, int T>
+  template <class A, int R, int T>
   static void Avx2(const uint8_t* w, int64_t tile_bytes, const Q8Block* x, const int32_t* sums,
-                   int64_t x_stride, int64_t kb, float* y, int64_t ldy, int nr) {
-    Interleaved8Body<Interleaved8Avx2, R, T>(w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr);
+                   int64_t x_stride, int64_t kb, typename A::Out* y, int64_t ldy, int nr) {
+    Interleaved8Body<Interleaved8Avx2, A, R, T>(w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr);
   }
-  template <int R, int T>
+  template <class A, int R, int T>
   [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static void Vnni(
       const uint8_t* w, int64_t tile_bytes, const Q8Block* x, const int32_t* sums, int64_t x_stride,
-      int64_t kb, float* y, int64_t ldy, int nr) {
-    Interleaved8Body<Interleaved8Vnni, R, T>(w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr);
+      int64_t kb, typename A::Out* y, int64_t ldy, int nr) {
+    Interleaved8Body<Interleaved8Vnni, A, R, T>(w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr);
   }
+  template <class A>
   using Fn = void (*)(const uint8_t*, int64_t, const Q8Block*, const int32_t*, int64_t, int64_t,
-                      float*, int64_t, int);
-  static constexpr Fn kAvx2[Interleaved8Avx2::kMaxRows][Interleaved8Avx2::kMaxTiles] = {
-      {Avx2<1, 1>}, {Avx2<2, 1>}, {Avx2<3, 1>}, {Avx2<4, 1>}};
-  static constexpr Fn kVnni[Interleaved8Vnni::kMaxRows][Interleaved8Vnni::kMaxTiles] = {
-      {Vnni<1, 1>, Vnni<1, 2>},
-      {Vnni<2, 1>, Vnni<2, 2>},
-      {Vnni<3, 1>, Vnni<3, 2>},
-      {Vnni<4, 1>, Vnni<4, 2>}};
+                      typename A::Out*, int64_t, int);
+  template <class A>
+  static constexpr Fn<A> kAvx2[Interleaved8Avx2::kMaxRows][Interleaved8Avx2::kMaxTiles] = {
+      {Avx2<A, 1, 1>}, {Avx2<A, 2, 1>}, {Avx2<A, 3, 1>}, {Avx2<A, 4, 1>}};
+  template <class A>
+  static constexpr Fn<A> kVnni[Interleaved8Vnni::kMaxRows][Interleaved8Vnni::kMaxTiles] = {
+      {Vnni<A, 1, 1>, Vnni<A, 1, 2>},
+      {Vnni<A, 2, 1>, Vnni<A, 2, 2>},
+      {Vnni<A, 3, 1>, Vnni<A, 3, 2>},
+      {Vnni<A, 4, 1>, Vnni<A, 4, 2>}};
+  template <class A>
   static void TileAvx2(const uint8_t* w, int64_t tile_bytes, int tiles, const Q8Block* x,
-                       const int32_t* sums, int64_t x_stride, int mr, int64_t kb, float* y,
-                       int64_t ldy, int nr) {
-    kAvx2[mr - 1][tiles - 1](w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr);
+                       const int32_t* sums, int64_t x_stride, int mr, int64_t kb,
+                       typename A::Out* y, int64_t ldy, int nr) {
+    kAvx2<A>[mr - 1][tiles - 1](w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr);
   }
+  template <class A>
   static void TileVnni(const uint8_t* w, int64_t tile_bytes, int tiles, const Q8Block* x,
-                       const int32_t* sums, int64_t x_stride, int mr, int64_t kb, float* y,
-                       int64_t ldy, int nr) {
-    kVnni[mr - 1][tiles - 1](w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr);
+                       const int32_t* sums, int64_t x_stride, int mr, int64_t kb,
+                       typename A::Out* y, int64_t ldy, int nr) {
+    kVnni<A>[mr - 1][tiles - 1](w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr);
   }
   static constexpr Interleaved8 kLayout = {
       .pack = PackInterleaved8Q8_0,
       .dequantize_row = DequantizeInterleaved8Q8_0Row,
-      .isa = {{TileAvx2, Interleaved8Avx2::kMaxRows, Interleaved8Avx2::kMaxTiles},
-              {TileVnni, Interleaved8Vnni::kMaxRows, Interleaved8Vnni::kMaxTiles}}};
+      .isa = {{TileAvx2<FloatBlocks>, TileAvx2<FixedBlocks>, Interleaved8Avx2::kMaxRows,
+               Interleaved8Avx2::kMaxTiles},
+              {TileVnni<FloatBlocks>, TileVnni<FixedBlocks>, Interleaved8Vnni::kMaxRows,
+               Interleaved8Vnni::kMaxTiles}}};
 };
 
 }  // namespace tpserve::kernels::cpu

@@ -3,9 +3,11 @@
 #include <cpuid.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "glog/logging.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant/fixed_sum.h"
 #include "kernels/cpu/quant/tile32.h"
 
 namespace tpserve::kernels::cpu {
@@ -134,8 +136,9 @@ void QuantizeActivations(const float* x, int64_t m, int64_t k, int64_t groups, b
 // (weight_layout.h), one per unit of the thread partition. Each run of tiles is read from
 // memory once and stays in L1 while every run of mr rows of x sweeps it; a lone row (decode)
 // streams one tile at a time (measured faster than two: kernels_quant_matmul_bench, m = 1).
+template <class Out>
 void Interleaved8Matmul(const Interleaved8::Isa& tile, const QuantScratch& scratch,
-                        const uint8_t* w, int64_t row_bytes, float* y, int64_t m, int64_t n,
+                        const uint8_t* w, int64_t row_bytes, Out* y, int64_t m, int64_t n,
                         int64_t kb, ThreadPool* pool) {
   const Q8Block* xq = scratch.rows.data();
   const int32_t* sums = scratch.sums.data();
@@ -148,8 +151,15 @@ void Interleaved8Matmul(const Interleaved8::Isa& tile, const QuantScratch& scrat
       const int nr = static_cast<int>(std::min<int64_t>(8 * tiles, n - 8 * t));
       for (int64_t i = 0; i < m; i += tile.max_rows) {
         const int mr = static_cast<int>(std::min<int64_t>(tile.max_rows, m - i));
-        tile.tile(w + t * tile_bytes, tile_bytes, tiles, xq + i * kb, sums + i * kb, kb, mr, kb,
-                  y + i * n + 8 * t, n, nr);
+        const auto fn = [&] {
+          if constexpr (std::is_same_v<Out, float>) {
+            return tile.tile;
+          } else {
+            return tile.tile_fixed;
+          }
+        }();
+        fn(w + t * tile_bytes, tile_bytes, tiles, xq + i * kb, sums + i * kb, kb, mr, kb,
+           y + i * n + 8 * t, n, nr);
       }
     }
   });
@@ -159,8 +169,9 @@ void Interleaved8Matmul(const Interleaved8::Isa& tile, const QuantScratch& scrat
 // through rows8, each tile of weight rows read once while every group sweeps it; the rows past
 // the last whole group through colsn (cols8 for a lone row), each column block of weights read
 // from memory once while those rows sweep it.
-void Tiles32Matmul(const Tiles32::Isa& tiles, const QuantScratch& scratch, const uint8_t* w,
-                   int64_t row_bytes, float* y, int64_t m, int64_t n, int64_t kb, int64_t groups,
+template <class Out>
+void Tiles32Matmul(const Tiles32Fns<Out>& tiles, const QuantScratch& scratch, const uint8_t* w,
+                   int64_t row_bytes, Out* y, int64_t m, int64_t n, int64_t kb, int64_t groups,
                    ThreadPool* pool) {
   const Q8Block* xq = scratch.rows.data();
   const Q8Block8* xg = scratch.groups.data();
@@ -228,7 +239,7 @@ void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y
     Interleaved8Matmul(f.interleaved8->isa[static_cast<int>(isa)], *scratch, w, row_bytes, y, m, n,
                        kb, pool);
   } else if (f.tiles32 != nullptr) {
-    Tiles32Matmul(f.tiles32->isa[static_cast<int>(isa)], *scratch, w, row_bytes, y, m, n, kb,
+    Tiles32Matmul(f.tiles32->isa[static_cast<int>(isa)].floats, *scratch, w, row_bytes, y, m, n, kb,
                   groups, pool);
   } else {
     CHECK(f.quant_tile != nullptr) << "no tile for " << f.name;
@@ -237,6 +248,37 @@ void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y
       f.quant_tile(w + j * row_bytes, row_bytes, nr, xq + i * kb, kb, mr, k, y + i * n + j, n);
     });
   }
+}
+
+bool HasFixedSums(WeightFormat format) {
+  const FormatKernels& f = FormatKernelsFor(format);
+  return f.tiles32 != nullptr || f.interleaved8 != nullptr;
+}
+
+void QuantMatmulFixed(WeightFormat format, const float* x, const uint8_t* w, int64_t* y, int64_t m,
+                      int64_t n, int64_t k, ThreadPool* pool, QuantScratch* scratch, QuantIsa isa) {
+  CHECK_GE(m, 0);
+  CHECK_GE(n, 0);
+  CHECK_GE(k, 0);
+  const FormatKernels& f = FormatKernelsFor(format);
+  CHECK(HasFixedSums(format)) << f.name << " has no fixed-point tiles";
+  CHECK_EQ(k % 32, 0) << f.name << " rows of " << k << " values";
+  if (m == 0 || n == 0) return;
+  const int64_t row_bytes = RowBytes(format, k);
+  const int64_t kb = k / 32;
+  const int64_t groups = f.tiles32 != nullptr ? m / 8 : 0;
+  QuantizeActivations(x, m, k, groups, f.interleaved8 != nullptr, pool, scratch);
+  if (f.interleaved8 != nullptr) {
+    Interleaved8Matmul(f.interleaved8->isa[static_cast<int>(isa)], *scratch, w, row_bytes, y, m, n,
+                       kb, pool);
+  } else {
+    Tiles32Matmul(f.tiles32->isa[static_cast<int>(isa)].fixed, *scratch, w, row_bytes, y, m, n, kb,
+                  groups, pool);
+  }
+}
+
+void FixedToFloat(const int64_t* sums, int64_t count, float* y) {
+  for (int64_t i = 0; i < count; ++i) y[i] = FromFixed(sums[i]);
 }
 
 }  // namespace tpserve::kernels::cpu

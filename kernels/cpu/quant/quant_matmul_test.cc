@@ -1,19 +1,22 @@
 // QuantMatmul for every weight format against a plain scalar reference: the format's ggml
 // dequantisation (scalar, as in ggml-common) of w, the activations' own Q8 rounding (d * q) for
 // the integer formats, and a float64 dot product. Also: batch and thread invariance, bit for bit;
-// the kernel layout (weight_layout.h) against the file's rows.
+// the kernel layout (weight_layout.h) against the file's rows; QuantMatmulFixed's exact sums
+// (each block's own contribution, and every split of k adding up to the whole).
 #include "kernels/cpu/quant/weight_layout.h"
 
 #include "kernels/cpu/quant/quant_matmul.h"
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/quant/fixed_sum.h"
 #include "kernels/cpu/quant/formats.h"
 #include "kernels/cpu/test_util.h"
 
@@ -272,6 +275,171 @@ TEST(Interleaved8Test, FollowsTheScalarSequenceBitForBit) {
       }
     }
   }
+}
+
+// --- QuantMatmulFixed --------------------------------------------------------------------------
+
+constexpr WeightFormat kFixedFormats[] = {WeightFormat::kQ8_0, WeightFormat::kQ4_0,
+                                          WeightFormat::kQ4_1};
+
+// Blocks [b0, b1) of each of the n rows (the file's layout) of a 32-value block format.
+std::vector<uint8_t> BlockColumns(WeightFormat format, const std::vector<uint8_t>& rows, int64_t n,
+                                  int64_t kb, int64_t b0, int64_t b1) {
+  const int64_t bb = FormatKernelsFor(format).block_bytes;
+  std::vector<uint8_t> out(static_cast<size_t>(n * (b1 - b0) * bb));
+  for (int64_t j = 0; j < n; ++j) {
+    std::memcpy(out.data() + j * (b1 - b0) * bb, rows.data() + (j * kb + b0) * bb,
+                static_cast<size_t>((b1 - b0) * bb));
+  }
+  return out;
+}
+
+// Columns [c0, c1) of each of the m rows of x [m, k].
+std::vector<float> Columns(const std::vector<float>& x, int64_t m, int64_t k, int64_t c0,
+                           int64_t c1) {
+  std::vector<float> out(static_cast<size_t>(m * (c1 - c0)));
+  for (int64_t i = 0; i < m; ++i) {
+    std::copy(x.begin() + i * k + c0, x.begin() + i * k + c1, out.begin() + i * (c1 - c0));
+  }
+  return out;
+}
+
+std::vector<int64_t> Fixed(WeightFormat format, const std::vector<float>& x,
+                           const std::vector<uint8_t>& rows, int64_t m, int64_t n, int64_t k,
+                           ThreadPool* pool, QuantIsa isa = BestQuantIsa()) {
+  std::vector<int64_t> y(static_cast<size_t>(m * n));
+  QuantScratch scratch;
+  QuantMatmulFixed(format, x.data(), Layout(format, rows, n, k).data(), y.data(), m, n, k, pool,
+                   &scratch, isa);
+  return y;
+}
+
+TEST(FixedSumTest, RoundsHalfToEvenAndClamps) {
+  EXPECT_EQ(ToFixed(1.0f), int64_t{1} << 32);
+  EXPECT_EQ(ToFixed(-0.25f), -(int64_t{1} << 30));
+  EXPECT_EQ(ToFixed(0x1p-33f), 0);    // half a unit: to even (0)
+  EXPECT_EQ(ToFixed(0x1.8p-32f), 2);  // one and a half: to even (2)
+  EXPECT_EQ(ToFixed(-0x1.8p-32f), -2);
+  EXPECT_EQ(ToFixed(1e30f), int64_t{1} << 50);  // clamped to 2^18
+  EXPECT_EQ(ToFixed(-INFINITY), -(int64_t{1} << 50));
+  EXPECT_EQ(ToFixed(NAN), -(int64_t{1} << 50));
+  EXPECT_EQ(FromFixed(ToFixed(3.75f)), 3.75f);
+}
+
+// The vector conversion is the scalar definition, lane by lane, on random values of every size
+// and on the edges.
+TEST(FixedSumTest, VectorConversionIsTheDefinition) {
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-60, 24);
+  std::vector<float> v = {0.0f,     -0.0f,          0x1p-33f, 0x1.8p-32f, -0x1.8p-32f, 0x1p18f,
+                          -0x1p18f, 0x1.000002p18f, INFINITY, -INFINITY,  NAN,         1e-40f};
+  while (v.size() % 8 != 0 || v.size() < 4096)
+    v.push_back(std::ldexp(mantissa(gen), exponent(gen)));
+  for (size_t i = 0; i < v.size(); i += 8) {
+    __m256i lo = _mm256_set1_epi64x(7), hi = _mm256_set1_epi64x(-7);
+    AddFixed8(_mm256_loadu_ps(&v[i]), &lo, &hi);
+    int64_t got[8];
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(got), lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(got + 4), hi);
+    for (int l = 0; l < 8; ++l) {
+      ASSERT_EQ(got[l], ToFixed(v[i + l]) + (l < 4 ? 7 : -7)) << "value " << v[i + l];
+    }
+  }
+}
+
+class QuantMatmulFixedTest : public ::testing::TestWithParam<WeightFormat> {};
+
+// Each sum is the sum of its blocks' own products, each block computed alone (a one-block
+// QuantMatmul's float chain is that block's contribution from 0) and converted by ToFixed.
+TEST_P(QuantMatmulFixedTest, SumsEachBlocksOwnContribution) {
+  const WeightFormat format = GetParam();
+  ThreadPool two(2);
+  for (int64_t m : {1, 3, 8, 13}) {
+    const int64_t n = 21, kb = 6, k = 32 * kb;
+    const std::vector<float> x = RandomVector(m * k, static_cast<uint32_t>(31 + m));
+    const std::vector<uint8_t> rows = RandomRows(format, n, k, static_cast<uint32_t>(32 + m));
+    const std::vector<int64_t> got = Fixed(format, x, rows, m, n, k, &two);
+    std::vector<int64_t> want(static_cast<size_t>(m * n), 0);
+    for (int64_t b = 0; b < kb; ++b) {
+      const std::vector<float> xb = Columns(x, m, k, 32 * b, 32 * (b + 1));
+      const std::vector<uint8_t> wb =
+          Layout(format, BlockColumns(format, rows, n, kb, b, b + 1), n, 32);
+      std::vector<float> yb(static_cast<size_t>(m * n));
+      QuantScratch scratch;
+      QuantMatmul(format, xb.data(), wb.data(), yb.data(), m, n, 32, nullptr, &scratch);
+      for (int64_t e = 0; e < m * n; ++e) want[e] += ToFixed(yb[e]);
+    }
+    ASSERT_EQ(got, want) << FormatKernelsFor(format).name << " m=" << m;
+    // And the float it stands for is the float chain's value, to its rounding.
+    std::vector<float> chain(static_cast<size_t>(m * n)), exact(static_cast<size_t>(m * n));
+    QuantScratch scratch;
+    QuantMatmul(format, x.data(), Layout(format, rows, n, k).data(), chain.data(), m, n, k, nullptr,
+                &scratch);
+    FixedToFloat(got.data(), m * n, exact.data());
+    for (int64_t e = 0; e < m * n; ++e) {
+      EXPECT_NEAR(exact[e], chain[e], 1e-5f * (1.0f + std::fabs(chain[e])));
+    }
+  }
+}
+
+// The point: any block-aligned split of k, each slice's sums added as integers in any order,
+// gives the whole product's sums bit for bit.
+TEST_P(QuantMatmulFixedTest, EverySplitOfKAddsUpToTheWhole) {
+  const WeightFormat format = GetParam();
+  const int64_t m = 5, n = 19, kb = 18, k = 32 * kb;
+  const std::vector<float> x = RandomVector(m * k, 41);
+  const std::vector<uint8_t> rows = RandomRows(format, n, k, 42);
+  ThreadPool two(2);
+  const std::vector<int64_t> whole = Fixed(format, x, rows, m, n, k, &two);
+  for (const std::vector<int64_t>& cuts : std::vector<std::vector<int64_t>>{
+           {0, 9, 18}, {0, 6, 12, 18}, {0, 5, 9, 14, 18}, {0, 1, 17, 18}, {0, 2, 4, 7, 11, 18}}) {
+    std::vector<int64_t> sum(static_cast<size_t>(m * n), 0);
+    for (size_t s = cuts.size() - 1; s-- > 0;) {  // last slice first: the order is free
+      const int64_t b0 = cuts[s], b1 = cuts[s + 1];
+      const std::vector<int64_t> part =
+          Fixed(format, Columns(x, m, k, 32 * b0, 32 * b1),
+                BlockColumns(format, rows, n, kb, b0, b1), m, n, 32 * (b1 - b0), nullptr);
+      for (int64_t e = 0; e < m * n; ++e) sum[e] += part[e];
+    }
+    ASSERT_EQ(sum, whole) << FormatKernelsFor(format).name << ", " << cuts.size() - 1 << " slices";
+  }
+}
+
+TEST_P(QuantMatmulFixedTest, BatchThreadAndInstructionSetInvariant) {
+  const WeightFormat format = GetParam();
+  const int64_t n = 45, k = 4 * 32;
+  for (int64_t m : {2, 3, 4, 5, 7, 8, 9, 37}) {
+    const std::vector<float> x = RandomVector(m * k, 51);
+    const std::vector<uint8_t> rows = RandomRows(format, n, k, 52);
+    ThreadPool three(3);
+    const std::vector<int64_t> batch = Fixed(format, x, rows, m, n, k, &three);
+    EXPECT_EQ(Fixed(format, x, rows, m, n, k, nullptr), batch) << "threads, m=" << m;
+    for (int64_t i = 0; i < m; ++i) {
+      const std::vector<float> row(x.begin() + i * k, x.begin() + (i + 1) * k);
+      const std::vector<int64_t> one = Fixed(format, row, rows, 1, n, k, nullptr);
+      ASSERT_TRUE(std::equal(one.begin(), one.end(), batch.begin() + i * n))
+          << "row " << i << " of " << m;
+    }
+    if (BestQuantIsa() == QuantIsa::kAvx512Vnni) {
+      EXPECT_EQ(Fixed(format, x, rows, m, n, k, &three, QuantIsa::kAvx512Vnni),
+                Fixed(format, x, rows, m, n, k, &three, QuantIsa::kAvx2));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, QuantMatmulFixedTest, ::testing::ValuesIn(kFixedFormats),
+                         [](const ::testing::TestParamInfo<WeightFormat>& info) {
+                           return std::string(FormatKernelsFor(info.param).name);
+                         });
+
+TEST(QuantMatmulFixedTest, OnlyTheThirtyTwoValueIntegerFormats) {
+  for (WeightFormat format : kFormats) {
+    const bool want = format == WeightFormat::kQ8_0 || format == WeightFormat::kQ4_0 ||
+                      format == WeightFormat::kQ4_1;
+    EXPECT_EQ(HasFixedSums(format), want) << FormatKernelsFor(format).name;
+  }
+  EXPECT_FALSE(HasFixedSums(WeightFormat::kF32));
 }
 
 TEST(QuantizeRowsQ8Test, RoundsToNearestWithSums) {

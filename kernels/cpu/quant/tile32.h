@@ -24,8 +24,10 @@
 // with each output in one lane of a vector, so whatever the tile, the thread split, the
 // instruction set or the rest of the batch, an output sees the same float operations: row i of
 // an m-row product equals an m = 1 product of that row, bit for bit, on AVX2 and on VNNI.
+// Each tile comes twice, on block_sums.h's FloatBlocks (the sequence above, y f32) and on its
+// FixedBlocks (each block's contribution from 0, as exact int64 fixed-point sums).
 //
-// Two tiles compute the integer sums in two ways:
+// Three tiles compute the integer sums in two ways:
 //   Rows8 (8 rows of x against NR weight rows, for batches and prefill): x interleaved 8 rows at
 //     a time (Q8Block8), each 4-byte group of a weight block broadcast against the same group of
 //     the 8 rows, so lane r accumulates row r's block sum with no horizontal step;
@@ -44,6 +46,7 @@
 #include <cstring>
 
 #include "kernels/cpu/quant/block_dot.h"
+#include "kernels/cpu/quant/block_sums.h"
 #include "kernels/cpu/quant/formats.h"
 #include "kernels/cpu/quant/q8_activations.h"
 
@@ -148,14 +151,6 @@ struct VnniProducts {
   return _mm256_add_epi32(low_high, high_low);
 }
 
-// One block's float step on 8 outputs (see Numerics above).
-[[gnu::always_inline]] inline __m256 BlockStep(__m256 acc, __m256i isum, __m256 dw, __m256 dx,
-                                               __m256 mw, __m256 dsx, bool offset) {
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, dx), acc);
-  if (offset) acc = _mm256_fmadd_ps(mw, dsx, acc);
-  return acc;
-}
-
 // Blocks whose weight scales Rows8 decodes at once, for all its groups of x rows.
 inline constexpr int64_t kRows8ScaleBlocks = 128;
 
@@ -163,10 +158,10 @@ inline constexpr int64_t kRows8ScaleBlocks = 128;
 // (<= kRows8Width). w: nr rows of w_stride bytes; x: groups x kb interleaved blocks. The tile's
 // weight rows stay in L1 while every group sweeps them; their scales are decoded once per
 // tile (when kb <= kRows8ScaleBlocks), into the same floats Cols8 computes.
-template <class B, class P>
+template <class B, class P, class A>
 [[gnu::always_inline]] inline void Rows8Body(const uint8_t* w, int64_t w_stride, int nr,
                                              const Q8Block8* x, int64_t groups, int64_t kb,
-                                             float* y, int64_t ldy) {
+                                             typename A::Out* y, int64_t ldy) {
   constexpr int NR = kRows8Width;
   const uint8_t* rows[NR];
 #pragma GCC unroll 4
@@ -175,9 +170,9 @@ template <class B, class P>
   alignas(32) float mw_table[kRows8ScaleBlocks][NR];
   for (int64_t g = 0; g < groups; ++g) {
     const Q8Block8* xg = x + g * kb;
-    __m256 acc[NR];
+    typename A::Acc acc[NR];
 #pragma GCC unroll 4
-    for (int j = 0; j < NR; ++j) acc[j] = _mm256_setzero_ps();
+    for (int j = 0; j < NR; ++j) acc[j] = A::Zero();
     for (int64_t b0 = 0; b0 < kb; b0 += kRows8ScaleBlocks) {
       const int64_t b1 = std::min(kb, b0 + kRows8ScaleBlocks);
       if (g == 0 || kb > kRows8ScaleBlocks) {
@@ -217,25 +212,25 @@ template <class B, class P>
             isum[q % 2] = P::template Group<B>(isum[q % 2], w4, xq[q]);
           }
           const __m256i total = P::template Finish<B>(P::template Merge<B>(isum[0], isum[1]), qsum);
-          acc[j] = BlockStep(acc[j], total, _mm256_broadcast_ss(&dw_table[b - b0][j]), dx,
-                             _mm256_broadcast_ss(&mw_table[b - b0][j]), dsx, B::kOffset);
+          A::Add(acc[j], total, _mm256_broadcast_ss(&dw_table[b - b0][j]), dx,
+                 _mm256_broadcast_ss(&mw_table[b - b0][j]), dsx, B::kOffset);
         }
       }
     }
 #pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) {
       if (j >= nr) break;
-      alignas(32) float out[8];
-      _mm256_store_ps(out, acc[j]);
+      typename A::Out out[8];
+      A::Store(acc[j], out);
       for (int r = 0; r < 8; ++r) y[(8 * g + r) * ldy + j] = out[r];
     }
   }
 }
 
 // y[j] = dot(x, w row j) for j < nr (<= 8). w: nr rows of w_stride bytes; x: kb blocks.
-template <class B, class P>
+template <class B, class P, class A>
 [[gnu::always_inline]] inline void Cols8Body(const uint8_t* w, int64_t w_stride, int nr,
-                                             const Q8Block* x, int64_t kb, float* y) {
+                                             const Q8Block* x, int64_t kb, typename A::Out* y) {
   const uint8_t* rows[8];
   alignas(32) int32_t offsets[8];  // of row j from row 0 (w_stride < 2^31 / 8: rows of k < 2^26)
 #pragma GCC unroll 8
@@ -244,7 +239,7 @@ template <class B, class P>
     rows[j] = w + offsets[j];
   }
   const __m256i row_offsets = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
-  __m256 acc = _mm256_setzero_ps();
+  typename A::Acc acc = A::Zero();
   for (int64_t b = 0; b < kb; ++b) {
     const Q8Block& xb = x[b];
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q));
@@ -263,28 +258,28 @@ template <class B, class P>
         _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + b * B::kBytes), row_offsets, 1);
     __m256 dw, mw;
     B::Scales(raw, &dw, &mw);
-    acc = BlockStep(acc, SumLanes8(partial), dw, _mm256_set1_ps(xb.d), mw, _mm256_set1_ps(xb.ds),
-                    B::kOffset);
+    A::Add(acc, SumLanes8(partial), dw, _mm256_set1_ps(xb.d), mw, _mm256_set1_ps(xb.ds),
+           B::kOffset);
   }
-  alignas(32) float out[8];
-  _mm256_store_ps(out, acc);
+  typename A::Out out[8];
+  A::Store(acc, out);
   for (int j = 0; j < nr; ++j) y[j] = out[j];
 }
 
 // y[i * ldy + j] = dot(x row i, w row j) for i < MR (<= kColsRows), j < nr (<= 8). w: nr rows
 // of w_stride bytes; x: MR rows of kb blocks, x_stride blocks apart. Each output is Cols8's,
 // in the same float operations.
-template <class B, class P, int MR>
+template <class B, class P, class A, int MR>
 [[gnu::always_inline]] inline void ColsNBody(const uint8_t* w, int64_t w_stride, int nr,
                                              const Q8Block* x, int64_t x_stride, int64_t kb,
-                                             float* y, int64_t ldy) {
+                                             typename A::Out* y, int64_t ldy) {
   alignas(32) int32_t offsets[8];  // of row j from row 0, as in Cols8
 #pragma GCC unroll 8
   for (int j = 0; j < 8; ++j) offsets[j] = static_cast<int32_t>((j < nr ? j : nr - 1) * w_stride);
   const __m256i row_offsets = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
-  __m256 acc[MR];
+  typename A::Acc acc[MR];
 #pragma GCC unroll 8
-  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+  for (int i = 0; i < MR; ++i) acc[i] = A::Zero();
   for (int64_t b = 0; b < kb; ++b) {
     // The next tile's slice of this block, as Cols8 fetches it ahead.
     const char* next = reinterpret_cast<const char*>(w + 8 * w_stride + b * 8 * B::kBytes);
@@ -304,63 +299,74 @@ template <class B, class P, int MR>
       __m256i partial[8];
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) partial[j] = P::template Block<B>(q[j], xq);
-      acc[i] = BlockStep(acc[i], SumLanes8(partial), dw, _mm256_set1_ps(xb.d), mw,
-                         _mm256_set1_ps(xb.ds), B::kOffset);
+      A::Add(acc[i], SumLanes8(partial), dw, _mm256_set1_ps(xb.d), mw, _mm256_set1_ps(xb.ds),
+             B::kOffset);
     }
   }
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
-    alignas(32) float out[8];
-    _mm256_store_ps(out, acc[i]);
+    typename A::Out out[8];
+    A::Store(acc[i], out);
     for (int j = 0; j < nr; ++j) y[i * ldy + j] = out[j];
   }
 }
 
 // ColsNBody for mr in [MR, kColsRows], through one instantiation per row count.
-template <class B, class P, int MR = 2>
+template <class B, class P, class A, int MR = 2>
 [[gnu::always_inline]] inline void ColsNDispatch(const uint8_t* w, int64_t w_stride, int nr,
                                                  const Q8Block* x, int64_t x_stride, int mr,
-                                                 int64_t kb, float* y, int64_t ldy) {
+                                                 int64_t kb, typename A::Out* y, int64_t ldy) {
   if constexpr (MR < kColsRows) {
     if (mr > MR) {
-      ColsNDispatch<B, P, MR + 1>(w, w_stride, nr, x, x_stride, mr, kb, y, ldy);
+      ColsNDispatch<B, P, A, MR + 1>(w, w_stride, nr, x, x_stride, mr, kb, y, ldy);
       return;
     }
   }
-  ColsNBody<B, P, MR>(w, w_stride, nr, x, x_stride, kb, y, ldy);
+  ColsNBody<B, P, A, MR>(w, w_stride, nr, x, x_stride, kb, y, ldy);
 }
 
-// The Tiles32 (formats.h) of a Block, one per instruction set.
+// The Tiles32 (formats.h) of a Block, one per instruction set and way of adding (block_sums.h).
 template <class B>
 struct Tile32Of {
+  template <class A>
   static void Rows8Avx2(const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x,
-                        int64_t groups, int64_t kb, float* y, int64_t ldy) {
-    Rows8Body<B, Avx2Products>(w, w_stride, nr, x, groups, kb, y, ldy);
+                        int64_t groups, int64_t kb, typename A::Out* y, int64_t ldy) {
+    Rows8Body<B, Avx2Products, A>(w, w_stride, nr, x, groups, kb, y, ldy);
   }
+  template <class A>
   static void Cols8Avx2(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x, int64_t kb,
-                        float* y) {
-    Cols8Body<B, Avx2Products>(w, w_stride, nr, x, kb, y);
+                        typename A::Out* y) {
+    Cols8Body<B, Avx2Products, A>(w, w_stride, nr, x, kb, y);
   }
+  template <class A>
+  static void ColsNAvx2(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x,
+                        int64_t x_stride, int mr, int64_t kb, typename A::Out* y, int64_t ldy) {
+    ColsNDispatch<B, Avx2Products, A>(w, w_stride, nr, x, x_stride, mr, kb, y, ldy);
+  }
+  template <class A>
   [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static void Rows8Vnni(
       const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x, int64_t groups, int64_t kb,
-      float* y, int64_t ldy) {
-    Rows8Body<B, VnniProducts>(w, w_stride, nr, x, groups, kb, y, ldy);
+      typename A::Out* y, int64_t ldy) {
+    Rows8Body<B, VnniProducts, A>(w, w_stride, nr, x, groups, kb, y, ldy);
   }
+  template <class A>
   [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static void Cols8Vnni(
-      const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x, int64_t kb, float* y) {
-    Cols8Body<B, VnniProducts>(w, w_stride, nr, x, kb, y);
+      const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x, int64_t kb,
+      typename A::Out* y) {
+    Cols8Body<B, VnniProducts, A>(w, w_stride, nr, x, kb, y);
   }
-  static void ColsNAvx2(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x,
-                        int64_t x_stride, int mr, int64_t kb, float* y, int64_t ldy) {
-    ColsNDispatch<B, Avx2Products>(w, w_stride, nr, x, x_stride, mr, kb, y, ldy);
-  }
+  template <class A>
   [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static void ColsNVnni(
       const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x, int64_t x_stride, int mr,
-      int64_t kb, float* y, int64_t ldy) {
-    ColsNDispatch<B, VnniProducts>(w, w_stride, nr, x, x_stride, mr, kb, y, ldy);
+      int64_t kb, typename A::Out* y, int64_t ldy) {
+    ColsNDispatch<B, VnniProducts, A>(w, w_stride, nr, x, x_stride, mr, kb, y, ldy);
   }
+  template <class A>
+  static constexpr Tiles32Fns<typename A::Out> kAvx2 = {Rows8Avx2<A>, Cols8Avx2<A>, ColsNAvx2<A>};
+  template <class A>
+  static constexpr Tiles32Fns<typename A::Out> kVnni = {Rows8Vnni<A>, Cols8Vnni<A>, ColsNVnni<A>};
   static constexpr Tiles32 kTiles = {
-      {{Rows8Avx2, Cols8Avx2, ColsNAvx2}, {Rows8Vnni, Cols8Vnni, ColsNVnni}}};
+      {{kAvx2<FloatBlocks>, kAvx2<FixedBlocks>}, {kVnni<FloatBlocks>, kVnni<FixedBlocks>}}};
 };
 
 }  // namespace tpserve::kernels::cpu

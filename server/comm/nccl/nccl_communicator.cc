@@ -148,6 +148,15 @@ absl::Status NcclCommunicator::AllReduceSum(float* data, int64_t count) {
   });
 }
 
+absl::Status NcclCommunicator::AllReduceSumInt64(int64_t* data, int64_t count) {
+  RETURN_IF_ERROR(CheckCount(count));
+  return Run("all-reduce", [&](ncclComm_t comm) {
+    NCCL_RETURN_IF_ERROR(
+        ncclAllReduce(data, data, static_cast<size_t>(count), ncclInt64, ncclSum, comm, stream_));
+    return absl::OkStatus();
+  });
+}
+
 absl::Status NcclCommunicator::AllGather(const float* in, int64_t count, float* out) {
   RETURN_IF_ERROR(CheckCount(count));
   return Run("all-gather", [&](ncclComm_t comm) {

@@ -70,6 +70,7 @@ class NcclCommunicator final : public Communicator {
 
   // data: device [count] floats; in place.
   absl::Status AllReduceSum(float* data, int64_t count) override;
+  absl::Status AllReduceSumInt64(int64_t* data, int64_t count) override;
   // in: device [count]; out: device [world_size * count], rank-major. out may hold in at
   // offset rank * count (in-place gather).
   absl::Status AllGather(const float* in, int64_t count, float* out) override;

@@ -84,6 +84,17 @@ TEST(ShmCommunicatorTest, AllReduceSumAddsInRankOrderBitIdenticalOnEveryRank) {
   EXPECT_EQ(SegmentsOfThisProcess(), 0) << "every segment is unlinked once mapped";
 }
 
+TEST(ShmCommunicatorTest, Int64SumsAreExactOnEveryRank) {
+  InMemoryStore store;
+  for (int world = 1; world <= 4; ++world) {
+    Comms comms = Connect(&store, world, Options(absl::StrCat("int64sum", world, "/")));
+    ASSERT_EQ(comms.size(), world);
+    for (int64_t count : {int64_t{1}, int64_t{9}, int64_t{1500}}) {  // 1500: chunks
+      testing::ExpectInt64SumsExact(comms, count);
+    }
+  }
+}
+
 TEST(ShmCommunicatorTest, GathersAreRankMajorAndGatherFillsRankZeroOnly) {
   InMemoryStore store;
   for (int world = 1; world <= 4; ++world) {

@@ -57,6 +57,17 @@ absl::Status HostStagingCommunicator::AllReduceSum(float* data, int64_t count) {
   return ToDevice(data, count);
 }
 
+// The int64 parts staged as raw bytes (two floats' worth each), added by the inner
+// communicator on the host.
+absl::Status HostStagingCommunicator::AllReduceSumInt64(int64_t* data, int64_t count) {
+  static_assert(sizeof(int64_t) == 2 * sizeof(float));
+  float* raw = reinterpret_cast<float*>(data);
+  RETURN_IF_ERROR(Reserve(2 * count));
+  RETURN_IF_ERROR(ToHost(raw, 2 * count));
+  RETURN_IF_ERROR(inner_->AllReduceSumInt64(reinterpret_cast<int64_t*>(staging_), count));
+  return ToDevice(raw, 2 * count);
+}
+
 absl::Status HostStagingCommunicator::AllGather(const float* in, int64_t count, float* out) {
   return Staged(in, count, out, /*to_every_rank=*/true);
 }

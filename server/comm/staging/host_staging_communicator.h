@@ -35,6 +35,7 @@ class HostStagingCommunicator final : public Communicator {
 
   // data: device [count] f32; in place.
   absl::Status AllReduceSum(float* data, int64_t count) override;
+  absl::Status AllReduceSumInt64(int64_t* data, int64_t count) override;
   // in: device [count]; out: device [world_size * count], rank-major.
   absl::Status AllGather(const float* in, int64_t count, float* out) override;
   // As AllGather, through the inner Gather: only rank 0 copies the result back to the device.
