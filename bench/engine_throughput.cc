@@ -1,13 +1,15 @@
 // engine_throughput: tokens per second of LlamaModel at world size 1 on this machine.
 //   engine_throughput MODEL THREADS [PROMPT_TOKENS=128] [DECODE_STEPS=32] [BATCHES=1,8,32]
-//                     [WEIGHTS=packed|exact] [REPS=3]
+//                     [WEIGHTS=packed|packed-float|exact] [REPS=3]
 // Prints one JSON object: prefill tokens/s for one prompt of PROMPT_TOKENS, and for each
 // batch size B the total decode tokens/s of B sequences decoding together (each after its
 // own prompt of 16 tokens), medians over REPS repetitions, plus the bytes of weights one decode
-// step reads (the file's blocks when packed, f32 when exact: --dequantize). And speculative
-// verification's cost: one sequence computing 1 + K positions in a step with the logits of
-// each (K = 1, 2, 4, 8), as a ratio to its plain decode step (K = 0). Also the process's
-// peak RSS and the load time. bench/engine_vs_llama_cpp.py runs it side by side with llama.cpp.
+// step reads (the file's blocks when packed, f32 when exact: --dequantize; packed sums the
+// row-parallel projections exactly, the canonical path, packed-float in float, as before it).
+// And speculative verification's cost: one sequence computing 1 + K positions in a step with
+// the logits of each (K = 1, 2, 4, 8), as a ratio to its plain decode step (K = 0). Also the
+// process's peak RSS and the load time. bench/engine_vs_llama_cpp.py runs it side by side with
+// llama.cpp.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -68,8 +70,8 @@ int Run(int argc, char** argv) {
   }
   const int64_t max_batch = *std::max_element(batches.begin(), batches.end());
   const std::string weights_mode = argc > 6 ? argv[6] : "packed";
-  if (weights_mode != "packed" && weights_mode != "exact") {
-    std::cerr << "WEIGHTS is packed or exact, not " << weights_mode << "\n";
+  if (weights_mode != "packed" && weights_mode != "packed-float" && weights_mode != "exact") {
+    std::cerr << "WEIGHTS is packed, packed-float or exact, not " << weights_mode << "\n";
     return 1;
   }
   const int64_t reps = ArgOr(argc, argv, 7, 3);
@@ -100,6 +102,7 @@ int Run(int argc, char** argv) {
       tpserve::kKvBlockSize;
   options.kv_blocks = blocks_per_seq * max_batch;
   options.dequantize = weights_mode == "exact";
+  options.tp_invariant = weights_mode != "packed-float";
   auto model = tpserve::engine::LlamaModel::Load(**weights, *plan, &backend, &comm, options);
   if (!model.ok()) {
     std::cerr << model.status() << "\n";
@@ -128,6 +131,7 @@ int Run(int argc, char** argv) {
   out["threads"] = threads;
   out["weights"] = weights_mode;
   out["weight_bytes"] = (*model)->weight_bytes();
+  out["exact_sums"] = (*model)->exact_sums();
   out["load_s"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   // One decode step reads every matrix once: the layers and the LM head (the embedding

@@ -44,6 +44,10 @@ ABSL_FLAG(bool, json, false, "generate: one JSON object per token, then a summar
 ABSL_FLAG(bool, dequantize, false,
           "generate/worker/serve/coordinator: exact mode, every weight dequantised to f32 at load "
           "(default: kept in the file's quantised blocks)");
+ABSL_FLAG(bool, tp_invariant, true,
+          "generate/serve/coordinator: the canonical path, the row-parallel projections summed "
+          "exactly, so that every world size gives the same logits bit for bit (false: summed "
+          "in float, as before it; the logits then depend on the world size)");
 ABSL_FLAG(int32_t, threads, 0,
           "generate: compute threads (0: every core); with --workers, serve, coordinator: per "
           "worker (0: each worker's usable CPUs shared among the workers on its host)");
@@ -154,7 +158,7 @@ constexpr char kUsage[] =
     "  generate --model PATH --prompt TEXT [--chat] [--max_tokens N] [--temperature T]\n"
     "           [--top_k K] [--top_p P] [--min_p P] [--typical_p P] [--seed S] [--stop S,...]\n"
     "           [--stop_token_ids ID,...] [--ignore_eos] [--threads N] [--json] [--dequantize]\n"
-    "           [--device N (on a GPU)]\n"
+    "           [--tp_invariant=false] [--device N (on a GPU)]\n"
     "           [--workers HOST:PORT,... [--kv_budget_mb M] [--comm C] [cluster]]\n"
     "           (on a world of workers)\n"
     "  worker   --listen HOST:PORT [--port_file F] [--device N] [--dequantize]\n"
@@ -162,11 +166,11 @@ constexpr char kUsage[] =
     "           (until SIGINT/SIGTERM)\n"
     "  serve    --model PATH [--tp N] [--devices 0,1,...] [--comm auto|shm|gloo|nccl]\n"
     "           [--host H] [--port P] [--http_port P] [--served_model_name NAME]\n"
-    "           [--threads N] [--dequantize] [limits]\n"
+    "           [--threads N] [--dequantize] [--tp_invariant=false] [limits]\n"
     "           [security]\n"
     "           (N local workers and the public API; SIGTERM drains)\n"
     "  coordinator --model PATH --workers HOST:PORT,... [--host H] [--port P] [--http_port P]\n"
-    "           [limits]\n"
+    "           [--tp_invariant=false] [limits]\n"
     "           [security] [cluster]\n"
     "  security: [--tls_cert_file F --tls_key_file F [--tls_client_ca_file F]]\n"
     "           [--api_key_file F] [--reflection] [--metrics_host H]\n"
@@ -230,6 +234,7 @@ absl::StatusOr<tpserve::cli::GenerateOptions> GenerateOptionsFromFlags(int argc,
   o.threads = absl::GetFlag(FLAGS_threads);
   o.device = absl::GetFlag(FLAGS_device);
   o.dequantize = absl::GetFlag(FLAGS_dequantize);
+  o.tp_invariant = absl::GetFlag(FLAGS_tp_invariant);
   // Every sampling flag, defaults included: `generate` is greedy unless told otherwise.
   if (absl::Status read =
           tpserve::SamplingFlagsToRequest(argc, argv, tpserve::SamplingFlagSet::kAll, &o.sampling);
@@ -289,6 +294,7 @@ absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {
   c.pool.kv_budget_bytes = absl::GetFlag(FLAGS_kv_budget_mb) << 20;
   c.pool.threads = static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_threads)));
   c.pool.dequantize = absl::GetFlag(FLAGS_dequantize);
+  c.pool.float_row_sums = !absl::GetFlag(FLAGS_tp_invariant);
   c.pool.step_deadline = absl::Seconds(absl::GetFlag(FLAGS_step_timeout_s));
   c.pool.hang_timeout = absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_hang_timeout_s)));
   o.tp = absl::GetFlag(FLAGS_tp);

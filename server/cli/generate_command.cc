@@ -87,6 +87,7 @@ absl::StatusOr<std::unique_ptr<coordinator::StepExecutor>> MakeExecutor(
                         ? options.threads
                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     local.dequantize = options.dequantize;
+    local.tp_invariant = options.tp_invariant;
     local.device = options.device;
     return std::make_unique<InProcessExecutor>(weights, local);
   }
@@ -99,6 +100,7 @@ absl::StatusOr<std::unique_ptr<coordinator::StepExecutor>> MakeExecutor(
   pool.kv_block_size = kKvBlockSize;
   pool.threads = static_cast<uint32_t>(std::max(0, options.threads));
   pool.dequantize = options.dequantize;
+  pool.float_row_sums = !options.tp_invariant;
   pool.backend = options.comm;
   return std::make_unique<coordinator::WorkerPool>(std::move(pool));
 }

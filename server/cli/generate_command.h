@@ -26,11 +26,12 @@ struct GenerateOptions {
   bool chat = false;  // render the prompt as one user message through the template
   int max_tokens = 128;
   bool ignore_eos = false;
-  bool json = false;        // one JSON object per token, then a summary object
-  int threads = 0;          // 0: every core
-  int device = -1;          // in process: CUDA ordinal to compute on; -1: the CPU
-  int prefill_chunk = 256;  // tokens per prefill step
-  bool dequantize = false;  // exact mode: weights dequantised to f32 at load
+  bool json = false;         // one JSON object per token, then a summary object
+  int threads = 0;           // 0: every core
+  int device = -1;           // in process: CUDA ordinal to compute on; -1: the CPU
+  int prefill_chunk = 256;   // tokens per prefill step
+  bool dequantize = false;   // exact mode: weights dequantised to f32 at load
+  bool tp_invariant = true;  // the canonical path (EngineOptions::tp_invariant)
   // The request's sampling, logprobs, stop and stop_token_ids fields (SamplingFlagsToRequest).
   tpserve::v1::GenerateRequest sampling;
   // Remote mode: "host:port" of each worker, position = rank (empty: in process). The

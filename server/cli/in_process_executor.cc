@@ -37,6 +37,7 @@ absl::Status InProcessExecutor::Start() {
     engine.kv_blocks = std::max<int64_t>(1, options_.kv_blocks);
   }
   engine.dequantize = options_.dequantize;
+  engine.tp_invariant = options_.tp_invariant;
   absl::StatusOr<std::unique_ptr<engine::LlamaModel>> model =
       engine::LlamaModel::Load(weights_, plan, rank_.backend.get(), rank_.comm.get(), engine);
   if (!model.ok()) {

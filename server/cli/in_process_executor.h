@@ -29,6 +29,7 @@ struct InProcessOptions {
   int threads = 1;                 // compute threads (CPU)
   int device = -1;                 // CUDA ordinal to compute on; -1: the CPU
   bool dequantize = false;         // exact mode (EngineOptions::dequantize)
+  bool tp_invariant = true;        // the canonical path (EngineOptions::tp_invariant)
 };
 
 class InProcessExecutor final : public coordinator::StepExecutor {

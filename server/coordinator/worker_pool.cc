@@ -88,6 +88,7 @@ CoordinatorMessage InitMessage(const WorkerPoolOptions& options, int rank, uint6
   world.comm_timeout = options.comm_timeout;
   world.threads = options.threads;
   world.dequantize = options.dequantize;
+  world.float_row_sums = options.float_row_sums;
   world.step_link = step_link;
   world.coordinator_epoch = epoch;
   world.heartbeat_interval = HeartbeatInterval(options.hang_timeout);
@@ -308,6 +309,20 @@ absl::Status WorkerPool::AdoptReadiesLocked() {
     }
     holdings.push_back(*std::move(held));
   }
+  // The ranks' collectives must match: a world whose ranks sum the row-parallel projections
+  // differently (one in exact mode, one unable to hold packed weights) would mismatch them.
+  for (size_t r = 1; r < holdings.size(); ++r) {
+    if (holdings[r].exact_row_sums != holdings.front().exact_row_sums) {
+      auto how = [](bool exact) { return exact ? "exactly" : "in float"; };
+      MarkDownLocked(
+          sessions_[r]->rank, absl::StatusCode::kFailedPrecondition,
+          absl::StrCat("Ready: rank ", sessions_[r]->rank, " sums its row-parallel projections ",
+                       how(holdings[r].exact_row_sums), ", rank ", sessions_.front()->rank, " ",
+                       how(holdings.front().exact_row_sums),
+                       " (workers differ in --dequantize or in what they can hold)"));
+      return down_;
+    }
+  }
   kv_blocks_ = holdings.front().kv_blocks;
   use_link_ = link_ != nullptr;
   for (const protocol::WorkerHoldings& held : holdings) {
@@ -319,7 +334,9 @@ absl::Status WorkerPool::AdoptReadiesLocked() {
   state_ = State::kUp;
   LOG(INFO) << "world generation " << generation_ << " up: " << world_size() << " workers over "
             << comm_backend_ << ", " << kv_blocks_ << " KV blocks, steps over "
-            << (use_link_ ? "the shared-memory link" : "the streams");
+            << (use_link_ ? "the shared-memory link" : "the streams") << ", row-parallel sums "
+            << (holdings.front().exact_row_sums ? "exact (the same logits at every world size)"
+                                                : "in float");
   return absl::OkStatus();
 }
 

@@ -56,6 +56,7 @@ struct WorkerPoolOptions {
   uint32_t kv_block_size = kKvBlockSize;   // tokens per KV block
   uint32_t threads = 0;                    // compute threads per worker (0: its default)
   bool dequantize = false;                 // exact mode: workers dequantise weights at load
+  bool float_row_sums = false;             // the canonical path off (EngineOptions::tp_invariant)
   // How the workers talk: AUTO (CPU workers: shared memory on one host, else Gloo; GPU workers:
   // NCCL), SHM, GLOO (GPU workers stage these through host memory) or NCCL.
   tpserve::v1::CommBackend backend = tpserve::v1::COMM_BACKEND_AUTO;

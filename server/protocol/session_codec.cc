@@ -20,6 +20,7 @@ tpserve::v1::Init EncodeInit(const WorldAssignment& world) {
   init.set_comm_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(world.comm_timeout)));
   init.set_threads(world.threads);
   init.set_dequantize(world.dequantize);
+  init.set_float_row_sums(world.float_row_sums);
   init.set_step_link(world.step_link);
   init.set_coordinator_epoch(world.coordinator_epoch);
   init.set_heartbeat_interval_ms(
@@ -40,6 +41,7 @@ WorldAssignment DecodeInit(const tpserve::v1::Init& init) {
   world.comm_timeout = absl::Milliseconds(init.comm_timeout_ms());
   world.threads = init.threads();
   world.dequantize = init.dequantize();
+  world.float_row_sums = init.float_row_sums();
   world.step_link = init.step_link();
   world.coordinator_epoch = init.coordinator_epoch();
   world.heartbeat_interval = absl::Milliseconds(init.heartbeat_interval_ms());
@@ -55,6 +57,7 @@ tpserve::v1::Ready EncodeReady(const WorkerHoldings& holdings) {
   ready.set_comm_backend(holdings.comm_backend);
   ready.set_threads(static_cast<uint32_t>(holdings.threads));
   ready.set_step_link(holdings.step_link);
+  ready.set_exact_row_sums(holdings.exact_row_sums);
   return ready;
 }
 
@@ -83,6 +86,7 @@ absl::StatusOr<WorkerHoldings> DecodeReady(const tpserve::v1::Ready& ready, int3
   holdings.comm_backend = ready.comm_backend();
   holdings.threads = static_cast<int>(ready.threads());
   holdings.step_link = ready.step_link();
+  holdings.exact_row_sums = ready.exact_row_sums();
   return holdings;
 }
 

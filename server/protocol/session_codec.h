@@ -29,6 +29,7 @@ struct WorldAssignment {
   absl::Duration comm_timeout = absl::ZeroDuration();  // zero: the worker's default
   uint32_t threads = 0;                                // 0: the host's share
   bool dequantize = false;                             // exact mode
+  bool float_row_sums = false;                         // the canonical path off
   std::string step_link;                               // the shared-memory step link; empty: none
   // The coordinator's start time (unix ns): a later epoch takes a busy worker over; 0: none.
   uint64_t coordinator_epoch = 0;
@@ -47,7 +48,8 @@ struct WorkerHoldings {
   int32_t vocab_size = 0;
   std::string comm_backend;  // "shm", "gloo", "nccl" or "local"
   int threads = 0;
-  bool step_link = false;  // the worker takes its steps on the link
+  bool step_link = false;       // the worker takes its steps on the link
+  bool exact_row_sums = false;  // the worker is on the canonical path
 };
 
 tpserve::v1::Ready EncodeReady(const WorkerHoldings& holdings);

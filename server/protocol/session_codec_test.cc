@@ -18,6 +18,7 @@ WorldAssignment SomeWorld() {
   w.comm_timeout = absl::Milliseconds(2500);
   w.threads = 4;
   w.dequantize = true;
+  w.float_row_sums = true;
   w.step_link = "/tpserve-shm.step.7";
   return w;
 }
@@ -40,6 +41,7 @@ TEST(SessionCodecTest, InitRoundTripsEveryField) {
   EXPECT_EQ(got.comm_timeout, sent.comm_timeout);
   EXPECT_EQ(got.threads, sent.threads);
   EXPECT_EQ(got.dequantize, sent.dequantize);
+  EXPECT_EQ(got.float_row_sums, sent.float_row_sums);
   EXPECT_EQ(got.step_link, sent.step_link);
 }
 
@@ -48,6 +50,7 @@ TEST(SessionCodecTest, AnEmptyInitDecodesToTheDefaults) {
   EXPECT_EQ(got.world_size, 0);  // worker::ValidateInit refuses it before anyone uses it
   EXPECT_EQ(got.comm_timeout, absl::ZeroDuration());
   EXPECT_TRUE(got.step_link.empty());
+  EXPECT_FALSE(got.float_row_sums);  // an older coordinator's Init: the canonical path
 }
 
 WorkerHoldings SomeHoldings() {
@@ -59,6 +62,7 @@ WorkerHoldings SomeHoldings() {
   h.comm_backend = "shm";
   h.threads = 1;
   h.step_link = true;
+  h.exact_row_sums = true;
   return h;
 }
 
@@ -78,6 +82,7 @@ TEST(SessionCodecTest, ReadyRoundTripsEveryField) {
   EXPECT_EQ(got->comm_backend, sent.comm_backend);
   EXPECT_EQ(got->threads, sent.threads);
   EXPECT_EQ(got->step_link, sent.step_link);
+  EXPECT_EQ(got->exact_row_sums, sent.exact_row_sums);
   // An unknown vocabulary (0) is not checked.
   EXPECT_TRUE(DecodeReady(wire, 0, kMaxBlocks).ok());
 }

@@ -274,6 +274,7 @@ absl::Status WorkerSession::BuildWorld(const protocol::WorldAssignment& init) {
   }
   if (init.kv_block_size > 0) options.kv_block_size = init.kv_block_size;
   options.dequantize = init.dequantize || options_.dequantize;
+  options.tp_invariant = !init.float_row_sums;
   options.cancelled = [this] { return IsClosed(); };  // the Session ended: abandon the load
   LOG(INFO) << "rank " << rank_ << ": loading weights";
   ASSIGN_OR_RETURN(model_,
@@ -296,6 +297,7 @@ protocol::WorkerHoldings WorkerSession::Holdings() const {
   holdings.comm_backend = static_cast<std::string>(comm_->backend_name());
   holdings.threads = threads_;
   holdings.step_link = link_ != nullptr;
+  holdings.exact_row_sums = model_->exact_sums();
   return holdings;
 }
 

@@ -114,9 +114,9 @@ def stop(procs, timeout_s=10.0):
 
 
 def generate_ids(cmd_prefix, tpserve_bin, model, prompt, chat, max_tokens, workers=None,
-                 timeout_s=240, extra=()):
-    """Runs `tpserve generate --json` greedy (with `extra` flags) and returns (token ids, all
-    JSON lines)."""
+                 timeout_s=240, extra=(), threads=1):
+    """Runs `tpserve generate --json` greedy (with `extra` flags; in process on `threads`
+    threads, or on `workers`) and returns (token ids, all JSON lines)."""
     cmd = [*cmd_prefix, str(tpserve_bin), "generate", f"--model={model}", "--json",
            f"--max_tokens={max_tokens}", "--temperature=0", f"--prompt={prompt}", *extra]
     if chat:
@@ -124,7 +124,7 @@ def generate_ids(cmd_prefix, tpserve_bin, model, prompt, chat, max_tokens, worke
     if workers:
         cmd.append(f"--workers={','.join(workers)}")
     else:
-        cmd.append("--threads=1")
+        cmd.append(f"--threads={threads}")
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     assert out.returncode == 0, f"{cmd}: {out.stderr[-2000:]}"
     lines = [json.loads(l) for l in out.stdout.splitlines()]
