@@ -36,12 +36,20 @@ std::vector<uint8_t> RandomWeights(k::WeightFormat format, int64_t rows, int64_t
   return w;
 }
 
-// Args: format, isa, n, k (weight [n, k]), m, threads.
+// Args: format, isa, n, k (weight [n, k]), m, threads, sums (0: QuantMatmul's float chain; G > 0:
+// QuantMatmulFixed's exact sums in granules of G blocks, the canonical path's row-parallel
+// product, SmolLM2's down projection taking G = 4 and its attention output G = 2).
 void BM_QuantMatmul(benchmark::State& state) {
   const auto format = static_cast<k::WeightFormat>(state.range(0));
   const auto isa = static_cast<k::QuantIsa>(state.range(1));
   const int64_t n = state.range(2), cols = state.range(3), m = state.range(4);
   const int threads = static_cast<int>(state.range(5));
+  const int64_t fixed_granule = state.range(6);
+  const bool fixed = fixed_granule != 0;
+  if (fixed && !k::HasFixedSums(format)) {
+    state.SkipWithError("no exact sums for this format");
+    return;
+  }
   if (isa == k::QuantIsa::kAvx512Vnni && k::BestQuantIsa() != k::QuantIsa::kAvx512Vnni) {
     state.SkipWithError("no AVX-512 VNNI on this machine");
     return;
@@ -59,14 +67,21 @@ void BM_QuantMatmul(benchmark::State& state) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (float& v : x) v = dist(rng);
-  std::vector<float> y(static_cast<size_t>(m * n));  // [m, n]
+  std::vector<float> y(static_cast<size_t>(m * n));       // [m, n]
+  std::vector<int64_t> sums(static_cast<size_t>(m * n));  // [m, n] (fixed)
   k::ThreadPool pool(threads);
   k::QuantScratch scratch;
   int64_t c = 0;
   for (auto _ : state) {
-    k::QuantMatmul(format, x.data(), w.data() + c * weight_bytes, y.data(), m, n, cols, &pool,
-                   &scratch, isa);
-    benchmark::DoNotOptimize(y.data());
+    if (fixed) {
+      k::QuantMatmulFixed(format, x.data(), w.data() + c * weight_bytes, sums.data(), m, n, cols,
+                          fixed_granule, &pool, &scratch, isa);
+      benchmark::DoNotOptimize(sums.data());
+    } else {
+      k::QuantMatmul(format, x.data(), w.data() + c * weight_bytes, y.data(), m, n, cols, &pool,
+                     &scratch, isa);
+      benchmark::DoNotOptimize(y.data());
+    }
     c = (c + 1) % copies;
   }
   const double iters = static_cast<double>(state.iterations());
@@ -77,14 +92,17 @@ void BM_QuantMatmul(benchmark::State& state) {
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"format", "isa", "n", "k", "m", "threads"});
+  b->ArgNames({"format", "isa", "n", "k", "m", "threads", "sums"});
   for (k::WeightFormat format : {k::WeightFormat::kQ4_1, k::WeightFormat::kQ8_0}) {
     for (k::QuantIsa isa : {k::QuantIsa::kAvx2, k::QuantIsa::kAvx512Vnni}) {
       for (int threads : {1, 2}) {
         for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 128}) {
           for (auto [n, cols] : {std::pair<int64_t, int64_t>{1536, 576},  // w_gate / w_up
                                  {576, 1536}}) {                          // w_down
-            b->Args({static_cast<int64_t>(format), static_cast<int64_t>(isa), n, cols, m, threads});
+            for (int64_t sums : {0, 1, 4}) {
+              b->Args({static_cast<int64_t>(format), static_cast<int64_t>(isa), n, cols, m, threads,
+                       sums});
+            }
           }
         }
       }

@@ -88,11 +88,13 @@ class Backend {
   // f32.
   virtual absl::Status Matmul(const Tensor& x, const Tensor& w, Tensor y) = 0;
   // The canonical row-parallel product (kernels/cpu/quant/fixed_sum.h): sums = the exact
-  // fixed-point block sums of x · wᵀ, which any block-aligned split of k, added as integers in
-  // any order, reproduces bit for bit. x as Matmul's; w: [n, k] held packed in a type
-  // SumsExactly() takes; sums: [m, n] int64. The defaults: a backend without it.
+  // fixed-point sums of x · wᵀ over granules of `granule` blocks of 32 values, which any split
+  // of k on granule boundaries, added as integers in any order, reproduces bit for bit. x as
+  // Matmul's; w: [n, k] held packed in a type SumsExactly() takes; sums: [m, n] int64. The
+  // defaults: a backend without it.
   virtual bool SumsExactly(DType /*w*/) const { return false; }
-  virtual absl::Status MatmulExact(const Tensor& /*x*/, const Tensor& /*w*/, Tensor /*sums*/) {
+  virtual absl::Status MatmulExact(const Tensor& /*x*/, const Tensor& /*w*/, int64_t /*granule*/,
+                                   Tensor /*sums*/) {
     return absl::UnimplementedError("this backend has no exact row-parallel sums");
   }
   // y = the floats of sums. sums: [m, n] int64; y: [m, n] f32.

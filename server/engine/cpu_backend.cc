@@ -196,15 +196,17 @@ bool CpuBackend::SumsExactly(DType w) const {
   return HoldsPacked(w) && k::HasFixedSums(FormatOf(w));
 }
 
-absl::Status CpuBackend::MatmulExact(const Tensor& x, const Tensor& w, Tensor sums) {
+absl::Status CpuBackend::MatmulExact(const Tensor& x, const Tensor& w, int64_t granule,
+                                     Tensor sums) {
   if (x.cols != w.cols || sums.rows != x.rows || sums.cols != w.rows || sums.dtype != DType::kI64 ||
-      !SumsExactly(w.dtype)) {
-    return absl::InternalError(absl::StrCat(
-        "MatmulExact: x [", x.rows, ", ", x.cols, "] w ", DTypeName(w.dtype), " [", w.rows, ", ",
-        w.cols, "] sums ", DTypeName(sums.dtype), " [", sums.rows, ", ", sums.cols, "]"));
+      !SumsExactly(w.dtype) || granule < 1 || x.cols % (32 * granule) != 0) {
+    return absl::InternalError(absl::StrCat("MatmulExact: x [", x.rows, ", ", x.cols, "] w ",
+                                            DTypeName(w.dtype), " [", w.rows, ", ", w.cols,
+                                            "] sums ", DTypeName(sums.dtype), " [", sums.rows, ", ",
+                                            sums.cols, "] granule ", granule));
   }
   k::QuantMatmulFixed(FormatOf(w.dtype), F32(x), static_cast<const uint8_t*>(w.data),
-                      static_cast<int64_t*>(sums.data), x.rows, w.rows, x.cols, &pool_,
+                      static_cast<int64_t*>(sums.data), x.rows, w.rows, x.cols, granule, &pool_,
                       &q8_scratch_);
   return absl::OkStatus();
 }

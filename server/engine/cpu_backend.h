@@ -44,7 +44,7 @@ class CpuBackend final : public Backend {
                           Tensor out) override;
   absl::Status Matmul(const Tensor& x, const Tensor& w, Tensor y) override;
   bool SumsExactly(DType w) const override;
-  absl::Status MatmulExact(const Tensor& x, const Tensor& w, Tensor sums) override;
+  absl::Status MatmulExact(const Tensor& x, const Tensor& w, int64_t granule, Tensor sums) override;
   absl::Status FixedToFloat(const Tensor& sums, Tensor y) override;
   absl::Status Add(Tensor y, const Tensor& x) override;
   absl::Status Rope(Tensor qkv, int64_t n_q_heads, int64_t n_kv_heads) override;

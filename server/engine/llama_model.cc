@@ -140,13 +140,21 @@ absl::Status LlamaModel::LoadWeights(const model::WeightSource& weights) {
   const int64_t kv_n = kv_rows.size();
   // The canonical path: decided from the model and the backend alone, never the world, so that
   // every world holds the same row-parallel values and sums them the same way.
+  // Granules: a head's columns of wo, the canonical FFN granule of w_down (the shard plan splits
+  // on both in every world).
+  const int64_t ffn_granule = model::CanonicalFfnGranule(config_);
+  wo_granule_ = config_.head_dim / 32;
+  down_granule_ = ffn_granule / 32;
+  const bool ffn_whole = ffn_granule % 32 == 0 && plan_.ffn.begin % ffn_granule == 0 &&
+                         plan_.ffn.end % ffn_granule == 0;
   exact_sums_ = options_.tp_invariant && !options_.dequantize &&
-                backend_->SumsExactly(DType::kQ8_0) && config_.head_dim % 32 == 0;
+                backend_->SumsExactly(DType::kQ8_0) && config_.head_dim % 32 == 0 && ffn_whole;
   if (options_.tp_invariant && !exact_sums_) {
     LOG(INFO) << "weights: row-parallel projections summed in float (no canonical path: "
               << (options_.dequantize                    ? "exact mode"
                   : !backend_->SumsExactly(DType::kQ8_0) ? "the backend has no exact sums"
-                                                         : "head_dim is not whole blocks of 32")
+                  : config_.head_dim % 32 != 0           ? "head_dim is not whole blocks of 32"
+                                                         : "the FFN split is not on its granules")
               << "): the logits depend on the world size";
   }
   auto row_parallel = [&](const WeightPart& part, int64_t cols) {
@@ -260,11 +268,11 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, std::vector<float>* log
     RETURN_IF_ERROR(backend_->Matmul(h, layer.wqkv, qkv));
     RETURN_IF_ERROR(backend_->Rope(qkv, q, kv));
     RETURN_IF_ERROR(backend_->Attention(static_cast<int64_t>(l), qkv, q, kv, attn));
-    RETURN_IF_ERROR(RowParallel(attn, layer.wo, proj));
+    RETURN_IF_ERROR(RowParallel(attn, layer.wo, wo_granule_, proj));
     RETURN_IF_ERROR(backend_->AddRmsNorm(x, proj, layer.ffn_norm, eps, h));
     RETURN_IF_ERROR(backend_->Matmul(h, layer.w_gate_up, gate_up));
     RETURN_IF_ERROR(backend_->SwiGlu(gate_up, act));
-    RETURN_IF_ERROR(RowParallel(act, layer.w_down, proj));
+    RETURN_IF_ERROR(RowParallel(act, layer.w_down, down_granule_, proj));
     if (l + 1 < layers_.size()) {
       RETURN_IF_ERROR(backend_->AddRmsNorm(x, proj, layers_[l + 1].attn_norm, eps, h));
     } else {
@@ -280,13 +288,14 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, std::vector<float>* log
   return GatherLogits(rows, logits);
 }
 
-absl::Status LlamaModel::RowParallel(const Tensor& x, const Tensor& w, Tensor out) {
+absl::Status LlamaModel::RowParallel(const Tensor& x, const Tensor& w, int64_t granule,
+                                     Tensor out) {
   if (!exact_sums_) {
     RETURN_IF_ERROR(backend_->Matmul(x, w, out));
     return comm_->AllReduceSum(static_cast<float*>(out.data), out.elements());
   }
   const Tensor sums = ws_.sums.Rows(out.rows);
-  RETURN_IF_ERROR(backend_->MatmulExact(x, w, sums));
+  RETURN_IF_ERROR(backend_->MatmulExact(x, w, granule, sums));
   RETURN_IF_ERROR(comm_->AllReduceSumInt64(static_cast<int64_t*>(sums.data), sums.elements()));
   return backend_->FixedToFloat(sums, out);
 }

@@ -120,9 +120,10 @@ class LlamaModel {
   int64_t vocab_slice_max() const;
   absl::Status AllocateWorkspace();
   absl::Status GatherLogits(int64_t rows, std::vector<float>* logits);
-  // out = x · wᵀ summed over the ranks (a row-parallel projection): exact sums and an int64
-  // all-reduce when exact_sums_, else float partials and a float all-reduce.
-  absl::Status RowParallel(const Tensor& x, const Tensor& w, Tensor out);
+  // out = x · wᵀ summed over the ranks (a row-parallel projection): exact sums over granules of
+  // `granule` blocks and an int64 all-reduce when exact_sums_, else float partials and a float
+  // all-reduce.
+  absl::Status RowParallel(const Tensor& x, const Tensor& w, int64_t granule, Tensor out);
 
   model::ModelConfig config_;
   model::ShardPlan plan_;
@@ -140,6 +141,8 @@ class LlamaModel {
   int64_t weight_bytes_ = 0;
   int64_t kv_bytes_ = 0;
   bool exact_sums_ = false;
+  int64_t wo_granule_ = 1;    // blocks of 32 per granule of wo's exact sums: a head's
+  int64_t down_granule_ = 1;  // and of w_down's: CanonicalFfnGranule / 32
 
   std::vector<float> host_gathered_;  // [P, R, V]
 };

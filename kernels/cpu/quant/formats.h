@@ -47,17 +47,19 @@ inline constexpr int kQuantIsaCount = 2;
 //          x: mr rows of kb blocks, `x_stride` blocks apart; the same values as cols8's.
 //   w: nr rows of `w_stride` bytes.
 // Each comes with y f32 (the float chain of tile32.h's Numerics) and with y int64 (exact
-// fixed-point block sums: block_sums.h's FixedBlocks, for QuantMatmulFixed).
+// fixed-point sums of granules of `granule` blocks: block_sums.h's FixedBlocks, for
+// QuantMatmulFixed; the float tiles ignore it).
 template <class Out>
 using Rows8TileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x,
-                             int64_t groups, int64_t kb, Out* y, int64_t ldy);
+                             int64_t groups, int64_t kb, Out* y, int64_t ldy, int64_t granule);
 template <class Out>
 using Cols8TileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x,
-                             int64_t kb, Out* y);
+                             int64_t kb, Out* y, int64_t granule);
 inline constexpr int kColsRows = 7;  // the rows a whole group of 8 can leave
 template <class Out>
 using ColsNTileFn = void (*)(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x,
-                             int64_t x_stride, int mr, int64_t kb, Out* y, int64_t ldy);
+                             int64_t x_stride, int mr, int64_t kb, Out* y, int64_t ldy,
+                             int64_t granule);
 template <class Out>
 struct Tiles32Fns {
   Rows8TileFn<Out> rows8;
@@ -97,7 +99,7 @@ using DequantizePackedRowFn = void (*)(const uint8_t* packed, int64_t k, int64_t
 template <class Out>
 using Interleaved8TileFn = void (*)(const uint8_t* w, int64_t tile_bytes, int tiles,
                                     const Q8Block* x, const int32_t* sums, int64_t x_stride, int mr,
-                                    int64_t kb, Out* y, int64_t ldy, int nr);
+                                    int64_t kb, Out* y, int64_t ldy, int nr, int64_t granule);
 struct Interleaved8 {
   PackRowsFn pack;
   DequantizePackedRowFn dequantize_row;

@@ -130,13 +130,15 @@ template <class P, class A, int R, int T>
 [[gnu::always_inline]] inline void Interleaved8Body(const uint8_t* w, int64_t tile_bytes,
                                                     const Q8Block* x, const int32_t* sums,
                                                     int64_t x_stride, int64_t kb,
-                                                    typename A::Out* y, int64_t ldy, int nr) {
+                                                    typename A::Out* y, int64_t ldy, int nr,
+                                                    int64_t granule) {
   typename A::Acc acc[R][T];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[r][t] = A::Zero();
   }
+  int64_t in_granule = 0;
   // A lone row's products in two chains (even and odd groups), so they do not wait on each
   // other; taller tiles have one chain per row.
   constexpr int C = R == 1 ? 2 : 1;
@@ -206,6 +208,16 @@ template <class P, class A, int R, int T>
         A::Add(acc[r][t], total, dw[t], dx, dx, dx, /*offset=*/false);
       }
     }
+    if constexpr (A::kGranules) {
+      if (++in_granule == granule) {
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) A::Flush(acc[r][t]);
+        }
+        in_granule = 0;
+      }
+    }
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
@@ -228,18 +240,21 @@ template <class P, class A, int R, int T>
 struct Interleaved8Q8_0 {
   template <class A, int R, int T>
   static void Avx2(const uint8_t* w, int64_t tile_bytes, const Q8Block* x, const int32_t* sums,
-                   int64_t x_stride, int64_t kb, typename A::Out* y, int64_t ldy, int nr) {
-    Interleaved8Body<Interleaved8Avx2, A, R, T>(w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr);
+                   int64_t x_stride, int64_t kb, typename A::Out* y, int64_t ldy, int nr,
+                   int64_t granule) {
+    Interleaved8Body<Interleaved8Avx2, A, R, T>(w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr,
+                                                granule);
   }
   template <class A, int R, int T>
   [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static void Vnni(
       const uint8_t* w, int64_t tile_bytes, const Q8Block* x, const int32_t* sums, int64_t x_stride,
-      int64_t kb, typename A::Out* y, int64_t ldy, int nr) {
-    Interleaved8Body<Interleaved8Vnni, A, R, T>(w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr);
+      int64_t kb, typename A::Out* y, int64_t ldy, int nr, int64_t granule) {
+    Interleaved8Body<Interleaved8Vnni, A, R, T>(w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr,
+                                                granule);
   }
   template <class A>
   using Fn = void (*)(const uint8_t*, int64_t, const Q8Block*, const int32_t*, int64_t, int64_t,
-                      typename A::Out*, int64_t, int);
+                      typename A::Out*, int64_t, int, int64_t);
   template <class A>
   static constexpr Fn<A> kAvx2[Interleaved8Avx2::kMaxRows][Interleaved8Avx2::kMaxTiles] = {
       {Avx2<A, 1, 1>}, {Avx2<A, 2, 1>}, {Avx2<A, 3, 1>}, {Avx2<A, 4, 1>}};
@@ -252,14 +267,14 @@ struct Interleaved8Q8_0 {
   template <class A>
   static void TileAvx2(const uint8_t* w, int64_t tile_bytes, int tiles, const Q8Block* x,
                        const int32_t* sums, int64_t x_stride, int mr, int64_t kb,
-                       typename A::Out* y, int64_t ldy, int nr) {
-    kAvx2<A>[mr - 1][tiles - 1](w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr);
+                       typename A::Out* y, int64_t ldy, int nr, int64_t granule) {
+    kAvx2<A>[mr - 1][tiles - 1](w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr, granule);
   }
   template <class A>
   static void TileVnni(const uint8_t* w, int64_t tile_bytes, int tiles, const Q8Block* x,
                        const int32_t* sums, int64_t x_stride, int mr, int64_t kb,
-                       typename A::Out* y, int64_t ldy, int nr) {
-    kVnni<A>[mr - 1][tiles - 1](w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr);
+                       typename A::Out* y, int64_t ldy, int nr, int64_t granule) {
+    kVnni<A>[mr - 1][tiles - 1](w, tile_bytes, x, sums, x_stride, kb, y, ldy, nr, granule);
   }
   static constexpr Interleaved8 kLayout = {
       .pack = PackInterleaved8Q8_0,

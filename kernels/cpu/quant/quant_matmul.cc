@@ -139,7 +139,7 @@ void QuantizeActivations(const float* x, int64_t m, int64_t k, int64_t groups, b
 template <class Out>
 void Interleaved8Matmul(const Interleaved8::Isa& tile, const QuantScratch& scratch,
                         const uint8_t* w, int64_t row_bytes, Out* y, int64_t m, int64_t n,
-                        int64_t kb, ThreadPool* pool) {
+                        int64_t kb, int64_t granule, ThreadPool* pool) {
   const Q8Block* xq = scratch.rows.data();
   const int32_t* sums = scratch.sums.data();
   const int64_t tile_bytes = kInterleaved8Rows * row_bytes;
@@ -159,7 +159,7 @@ void Interleaved8Matmul(const Interleaved8::Isa& tile, const QuantScratch& scrat
           }
         }();
         fn(w + t * tile_bytes, tile_bytes, tiles, xq + i * kb, sums + i * kb, kb, mr, kb,
-           y + i * n + 8 * t, n, nr);
+           y + i * n + 8 * t, n, nr, granule);
       }
     }
   });
@@ -172,7 +172,7 @@ void Interleaved8Matmul(const Interleaved8::Isa& tile, const QuantScratch& scrat
 template <class Out>
 void Tiles32Matmul(const Tiles32Fns<Out>& tiles, const QuantScratch& scratch, const uint8_t* w,
                    int64_t row_bytes, Out* y, int64_t m, int64_t n, int64_t kb, int64_t groups,
-                   ThreadPool* pool) {
+                   int64_t granule, ThreadPool* pool) {
   const Q8Block* xq = scratch.rows.data();
   const Q8Block8* xg = scratch.groups.data();
   const int64_t block = ColumnBlock(row_bytes);
@@ -181,7 +181,7 @@ void Tiles32Matmul(const Tiles32Fns<Out>& tiles, const QuantScratch& scratch, co
     if (groups > 0) {
       for (int64_t j = j0; j < j1; j += kRows8Width) {
         const int nr = static_cast<int>(std::min<int64_t>(kRows8Width, j1 - j));
-        tiles.rows8(w + j * row_bytes, row_bytes, nr, xg, groups, kb, y + j, n);
+        tiles.rows8(w + j * row_bytes, row_bytes, nr, xg, groups, kb, y + j, n, granule);
       }
     }
     if (8 * groups == m) return;
@@ -194,10 +194,10 @@ void Tiles32Matmul(const Tiles32Fns<Out>& tiles, const QuantScratch& scratch, co
         for (int64_t j = jb; j < je; j += 8) {
           const int nr = static_cast<int>(std::min<int64_t>(8, je - j));
           if (mr == 1) {
-            tiles.cols8(w + j * row_bytes, row_bytes, nr, xq + i * kb, kb, y + i * n + j);
+            tiles.cols8(w + j * row_bytes, row_bytes, nr, xq + i * kb, kb, y + i * n + j, granule);
           } else {
-            tiles.colsn(w + j * row_bytes, row_bytes, nr, xq + i * kb, kb, mr, kb, y + i * n + j,
-                        n);
+            tiles.colsn(w + j * row_bytes, row_bytes, nr, xq + i * kb, kb, mr, kb, y + i * n + j, n,
+                        granule);
           }
         }
       }
@@ -237,10 +237,10 @@ void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y
   QuantizeActivations(x, m, k, groups, f.interleaved8 != nullptr, pool, scratch);
   if (f.interleaved8 != nullptr) {
     Interleaved8Matmul(f.interleaved8->isa[static_cast<int>(isa)], *scratch, w, row_bytes, y, m, n,
-                       kb, pool);
+                       kb, /*granule=*/1, pool);
   } else if (f.tiles32 != nullptr) {
     Tiles32Matmul(f.tiles32->isa[static_cast<int>(isa)].floats, *scratch, w, row_bytes, y, m, n, kb,
-                  groups, pool);
+                  groups, /*granule=*/1, pool);
   } else {
     CHECK(f.quant_tile != nullptr) << "no tile for " << f.name;
     const Q8Block* xq = scratch->rows.data();
@@ -256,13 +256,16 @@ bool HasFixedSums(WeightFormat format) {
 }
 
 void QuantMatmulFixed(WeightFormat format, const float* x, const uint8_t* w, int64_t* y, int64_t m,
-                      int64_t n, int64_t k, ThreadPool* pool, QuantScratch* scratch, QuantIsa isa) {
+                      int64_t n, int64_t k, int64_t granule, ThreadPool* pool,
+                      QuantScratch* scratch, QuantIsa isa) {
   CHECK_GE(m, 0);
   CHECK_GE(n, 0);
   CHECK_GE(k, 0);
   const FormatKernels& f = FormatKernelsFor(format);
   CHECK(HasFixedSums(format)) << f.name << " has no fixed-point tiles";
   CHECK_EQ(k % 32, 0) << f.name << " rows of " << k << " values";
+  CHECK_GE(granule, 1);
+  CHECK_EQ(k / 32 % granule, 0) << "rows of " << k / 32 << " blocks in granules of " << granule;
   if (m == 0 || n == 0) return;
   const int64_t row_bytes = RowBytes(format, k);
   const int64_t kb = k / 32;
@@ -270,10 +273,10 @@ void QuantMatmulFixed(WeightFormat format, const float* x, const uint8_t* w, int
   QuantizeActivations(x, m, k, groups, f.interleaved8 != nullptr, pool, scratch);
   if (f.interleaved8 != nullptr) {
     Interleaved8Matmul(f.interleaved8->isa[static_cast<int>(isa)], *scratch, w, row_bytes, y, m, n,
-                       kb, pool);
+                       kb, granule, pool);
   } else {
     Tiles32Matmul(f.tiles32->isa[static_cast<int>(isa)].fixed, *scratch, w, row_bytes, y, m, n, kb,
-                  groups, pool);
+                  groups, granule, pool);
   }
 }
 

@@ -45,16 +45,17 @@ void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y
                  int64_t n, int64_t k, ThreadPool* pool, QuantScratch* scratch,
                  QuantIsa isa = BestQuantIsa());
 
-// Row-parallel products that every split of k reproduces bit for bit (fixed_sum.h):
-// y[i, j] = sum over the 32-value blocks b of k of Fixed(v_b(i, j)), v_b the block's own float
-// contribution (block_sums.h's FixedBlocks), as int64. So a rank's sums over its block-aligned
-// slice of k, added to the other ranks' in any order (an int64 all-reduce), equal the sums of
-// the whole row; FixedToFloat turns them into f32. Arguments as QuantMatmul's but y: [m, n]
-// int64. Formats with HasFixedSums only (the 32-value integer formats: Q4_0, Q4_1, Q8_0).
+// Row-parallel products that every split of k reproduces bit for bit (fixed_sum.h): k in
+// granules of `granule` blocks of 32 values (k / 32 a multiple of it), y[i, j] = sum over the
+// granules G of Fixed(v_G(i, j)), v_G the granule's own float chain (block_sums.h's
+// FixedBlocks), as int64. So a rank's sums over its slice of k, whole granules, added to the
+// other ranks' in any order (an int64 all-reduce), equal the sums of the whole row;
+// FixedToFloat turns them into f32. Arguments as QuantMatmul's but y: [m, n] int64. Formats
+// with HasFixedSums only (the 32-value integer formats: Q4_0, Q4_1, Q8_0).
 bool HasFixedSums(WeightFormat format);
 void QuantMatmulFixed(WeightFormat format, const float* x, const uint8_t* w, int64_t* y, int64_t m,
-                      int64_t n, int64_t k, ThreadPool* pool, QuantScratch* scratch,
-                      QuantIsa isa = BestQuantIsa());
+                      int64_t n, int64_t k, int64_t granule, ThreadPool* pool,
+                      QuantScratch* scratch, QuantIsa isa = BestQuantIsa());
 // y[i] = FromFixed(sums[i]), i < count.
 void FixedToFloat(const int64_t* sums, int64_t count, float* y);
 

@@ -306,11 +306,11 @@ std::vector<float> Columns(const std::vector<float>& x, int64_t m, int64_t k, in
 
 std::vector<int64_t> Fixed(WeightFormat format, const std::vector<float>& x,
                            const std::vector<uint8_t>& rows, int64_t m, int64_t n, int64_t k,
-                           ThreadPool* pool, QuantIsa isa = BestQuantIsa()) {
+                           int64_t granule, ThreadPool* pool, QuantIsa isa = BestQuantIsa()) {
   std::vector<int64_t> y(static_cast<size_t>(m * n));
   QuantScratch scratch;
-  QuantMatmulFixed(format, x.data(), Layout(format, rows, n, k).data(), y.data(), m, n, k, pool,
-                   &scratch, isa);
+  QuantMatmulFixed(format, x.data(), Layout(format, rows, n, k).data(), y.data(), m, n, k, granule,
+                   pool, &scratch, isa);
   return y;
 }
 
@@ -350,59 +350,70 @@ TEST(FixedSumTest, VectorConversionIsTheDefinition) {
 
 class QuantMatmulFixedTest : public ::testing::TestWithParam<WeightFormat> {};
 
-// Each sum is the sum of its blocks' own products, each block computed alone (a one-block
-// QuantMatmul's float chain is that block's contribution from 0) and converted by ToFixed.
-TEST_P(QuantMatmulFixedTest, SumsEachBlocksOwnContribution) {
+// Each sum is the sum of its granules' own chains, each granule computed alone (a QuantMatmul of
+// the granule's columns is that granule's float chain from 0) and converted by ToFixed; and the
+// float it stands for is the whole float chain's value, to its rounding.
+TEST_P(QuantMatmulFixedTest, SumsEachGranulesOwnChain) {
   const WeightFormat format = GetParam();
   ThreadPool two(2);
-  for (int64_t m : {1, 3, 8, 13}) {
-    const int64_t n = 21, kb = 6, k = 32 * kb;
-    const std::vector<float> x = RandomVector(m * k, static_cast<uint32_t>(31 + m));
-    const std::vector<uint8_t> rows = RandomRows(format, n, k, static_cast<uint32_t>(32 + m));
-    const std::vector<int64_t> got = Fixed(format, x, rows, m, n, k, &two);
-    std::vector<int64_t> want(static_cast<size_t>(m * n), 0);
-    for (int64_t b = 0; b < kb; ++b) {
-      const std::vector<float> xb = Columns(x, m, k, 32 * b, 32 * (b + 1));
-      const std::vector<uint8_t> wb =
-          Layout(format, BlockColumns(format, rows, n, kb, b, b + 1), n, 32);
-      std::vector<float> yb(static_cast<size_t>(m * n));
+  const int64_t n = 21, kb = 6, k = 32 * kb;
+  for (int64_t granule : {1, 2, 3}) {
+    for (int64_t m : {1, 3, 8, 13}) {
+      const std::vector<float> x = RandomVector(m * k, static_cast<uint32_t>(31 + m));
+      const std::vector<uint8_t> rows = RandomRows(format, n, k, static_cast<uint32_t>(32 + m));
+      const std::vector<int64_t> got = Fixed(format, x, rows, m, n, k, granule, &two);
+      std::vector<int64_t> want(static_cast<size_t>(m * n), 0);
+      for (int64_t b = 0; b < kb; b += granule) {
+        const std::vector<float> xb = Columns(x, m, k, 32 * b, 32 * (b + granule));
+        const std::vector<uint8_t> wb =
+            Layout(format, BlockColumns(format, rows, n, kb, b, b + granule), n, 32 * granule);
+        std::vector<float> yb(static_cast<size_t>(m * n));
+        QuantScratch scratch;
+        QuantMatmul(format, xb.data(), wb.data(), yb.data(), m, n, 32 * granule, nullptr, &scratch);
+        for (int64_t e = 0; e < m * n; ++e) want[e] += ToFixed(yb[e]);
+      }
+      ASSERT_EQ(got, want) << FormatKernelsFor(format).name << " m=" << m << " granule=" << granule;
+      std::vector<float> chain(static_cast<size_t>(m * n)), exact(static_cast<size_t>(m * n));
       QuantScratch scratch;
-      QuantMatmul(format, xb.data(), wb.data(), yb.data(), m, n, 32, nullptr, &scratch);
-      for (int64_t e = 0; e < m * n; ++e) want[e] += ToFixed(yb[e]);
-    }
-    ASSERT_EQ(got, want) << FormatKernelsFor(format).name << " m=" << m;
-    // And the float it stands for is the float chain's value, to its rounding.
-    std::vector<float> chain(static_cast<size_t>(m * n)), exact(static_cast<size_t>(m * n));
-    QuantScratch scratch;
-    QuantMatmul(format, x.data(), Layout(format, rows, n, k).data(), chain.data(), m, n, k, nullptr,
-                &scratch);
-    FixedToFloat(got.data(), m * n, exact.data());
-    for (int64_t e = 0; e < m * n; ++e) {
-      EXPECT_NEAR(exact[e], chain[e], 1e-5f * (1.0f + std::fabs(chain[e])));
+      QuantMatmul(format, x.data(), Layout(format, rows, n, k).data(), chain.data(), m, n, k,
+                  nullptr, &scratch);
+      FixedToFloat(got.data(), m * n, exact.data());
+      for (int64_t e = 0; e < m * n; ++e) {
+        EXPECT_NEAR(exact[e], chain[e], 1e-5f * (1.0f + std::fabs(chain[e])));
+      }
     }
   }
 }
 
-// The point: any block-aligned split of k, each slice's sums added as integers in any order,
-// gives the whole product's sums bit for bit.
+// The point: any split of k on granule boundaries, each slice's sums added as integers in any
+// order, gives the whole product's sums bit for bit.
 TEST_P(QuantMatmulFixedTest, EverySplitOfKAddsUpToTheWhole) {
   const WeightFormat format = GetParam();
   const int64_t m = 5, n = 19, kb = 18, k = 32 * kb;
   const std::vector<float> x = RandomVector(m * k, 41);
   const std::vector<uint8_t> rows = RandomRows(format, n, k, 42);
   ThreadPool two(2);
-  const std::vector<int64_t> whole = Fixed(format, x, rows, m, n, k, &two);
-  for (const std::vector<int64_t>& cuts : std::vector<std::vector<int64_t>>{
-           {0, 9, 18}, {0, 6, 12, 18}, {0, 5, 9, 14, 18}, {0, 1, 17, 18}, {0, 2, 4, 7, 11, 18}}) {
-    std::vector<int64_t> sum(static_cast<size_t>(m * n), 0);
-    for (size_t s = cuts.size() - 1; s-- > 0;) {  // last slice first: the order is free
-      const int64_t b0 = cuts[s], b1 = cuts[s + 1];
-      const std::vector<int64_t> part =
-          Fixed(format, Columns(x, m, k, 32 * b0, 32 * b1),
-                BlockColumns(format, rows, n, kb, b0, b1), m, n, 32 * (b1 - b0), nullptr);
-      for (int64_t e = 0; e < m * n; ++e) sum[e] += part[e];
+  for (int64_t granule : {1, 2, 3}) {
+    const std::vector<int64_t> whole = Fixed(format, x, rows, m, n, k, granule, &two);
+    int splits = 0;
+    for (const std::vector<int64_t>& cuts : std::vector<std::vector<int64_t>>{
+             {0, 9, 18}, {0, 6, 12, 18}, {0, 5, 9, 14, 18}, {0, 1, 17, 18}, {0, 2, 4, 8, 12, 18}}) {
+      if (std::any_of(cuts.begin(), cuts.end(), [&](int64_t c) { return c % granule != 0; })) {
+        continue;  // a cut inside a granule: not a split the shard plan makes
+      }
+      ++splits;
+      std::vector<int64_t> sum(static_cast<size_t>(m * n), 0);
+      for (size_t s = cuts.size() - 1; s-- > 0;) {  // last slice first: the order is free
+        const int64_t b0 = cuts[s], b1 = cuts[s + 1];
+        const std::vector<int64_t> part = Fixed(format, Columns(x, m, k, 32 * b0, 32 * b1),
+                                                BlockColumns(format, rows, n, kb, b0, b1), m, n,
+                                                32 * (b1 - b0), granule, nullptr);
+        for (int64_t e = 0; e < m * n; ++e) sum[e] += part[e];
+      }
+      ASSERT_EQ(sum, whole) << FormatKernelsFor(format).name << ", " << cuts.size() - 1
+                            << " slices, granule " << granule;
     }
-    ASSERT_EQ(sum, whole) << FormatKernelsFor(format).name << ", " << cuts.size() - 1 << " slices";
+    EXPECT_GE(splits, 2) << "granule " << granule;
   }
 }
 
@@ -413,17 +424,17 @@ TEST_P(QuantMatmulFixedTest, BatchThreadAndInstructionSetInvariant) {
     const std::vector<float> x = RandomVector(m * k, 51);
     const std::vector<uint8_t> rows = RandomRows(format, n, k, 52);
     ThreadPool three(3);
-    const std::vector<int64_t> batch = Fixed(format, x, rows, m, n, k, &three);
-    EXPECT_EQ(Fixed(format, x, rows, m, n, k, nullptr), batch) << "threads, m=" << m;
+    const std::vector<int64_t> batch = Fixed(format, x, rows, m, n, k, 2, &three);
+    EXPECT_EQ(Fixed(format, x, rows, m, n, k, 2, nullptr), batch) << "threads, m=" << m;
     for (int64_t i = 0; i < m; ++i) {
       const std::vector<float> row(x.begin() + i * k, x.begin() + (i + 1) * k);
-      const std::vector<int64_t> one = Fixed(format, row, rows, 1, n, k, nullptr);
+      const std::vector<int64_t> one = Fixed(format, row, rows, 1, n, k, 2, nullptr);
       ASSERT_TRUE(std::equal(one.begin(), one.end(), batch.begin() + i * n))
           << "row " << i << " of " << m;
     }
     if (BestQuantIsa() == QuantIsa::kAvx512Vnni) {
-      EXPECT_EQ(Fixed(format, x, rows, m, n, k, &three, QuantIsa::kAvx512Vnni),
-                Fixed(format, x, rows, m, n, k, &three, QuantIsa::kAvx2));
+      EXPECT_EQ(Fixed(format, x, rows, m, n, k, 2, &three, QuantIsa::kAvx512Vnni),
+                Fixed(format, x, rows, m, n, k, 2, &three, QuantIsa::kAvx2));
     }
   }
 }

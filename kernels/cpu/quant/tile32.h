@@ -161,7 +161,7 @@ inline constexpr int64_t kRows8ScaleBlocks = 128;
 template <class B, class P, class A>
 [[gnu::always_inline]] inline void Rows8Body(const uint8_t* w, int64_t w_stride, int nr,
                                              const Q8Block8* x, int64_t groups, int64_t kb,
-                                             typename A::Out* y, int64_t ldy) {
+                                             typename A::Out* y, int64_t ldy, int64_t granule) {
   constexpr int NR = kRows8Width;
   const uint8_t* rows[NR];
 #pragma GCC unroll 4
@@ -173,6 +173,7 @@ template <class B, class P, class A>
     typename A::Acc acc[NR];
 #pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) acc[j] = A::Zero();
+    int64_t in_granule = 0;
     for (int64_t b0 = 0; b0 < kb; b0 += kRows8ScaleBlocks) {
       const int64_t b1 = std::min(kb, b0 + kRows8ScaleBlocks);
       if (g == 0 || kb > kRows8ScaleBlocks) {
@@ -215,6 +216,13 @@ template <class B, class P, class A>
           A::Add(acc[j], total, _mm256_broadcast_ss(&dw_table[b - b0][j]), dx,
                  _mm256_broadcast_ss(&mw_table[b - b0][j]), dsx, B::kOffset);
         }
+        if constexpr (A::kGranules) {
+          if (++in_granule == granule) {
+#pragma GCC unroll 4
+            for (int j = 0; j < NR; ++j) A::Flush(acc[j]);
+            in_granule = 0;
+          }
+        }
       }
     }
 #pragma GCC unroll 4
@@ -230,7 +238,8 @@ template <class B, class P, class A>
 // y[j] = dot(x, w row j) for j < nr (<= 8). w: nr rows of w_stride bytes; x: kb blocks.
 template <class B, class P, class A>
 [[gnu::always_inline]] inline void Cols8Body(const uint8_t* w, int64_t w_stride, int nr,
-                                             const Q8Block* x, int64_t kb, typename A::Out* y) {
+                                             const Q8Block* x, int64_t kb, typename A::Out* y,
+                                             int64_t granule) {
   const uint8_t* rows[8];
   alignas(32) int32_t offsets[8];  // of row j from row 0 (w_stride < 2^31 / 8: rows of k < 2^26)
 #pragma GCC unroll 8
@@ -240,6 +249,7 @@ template <class B, class P, class A>
   }
   const __m256i row_offsets = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
   typename A::Acc acc = A::Zero();
+  int64_t in_granule = 0;
   for (int64_t b = 0; b < kb; ++b) {
     const Q8Block& xb = x[b];
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q));
@@ -260,6 +270,12 @@ template <class B, class P, class A>
     B::Scales(raw, &dw, &mw);
     A::Add(acc, SumLanes8(partial), dw, _mm256_set1_ps(xb.d), mw, _mm256_set1_ps(xb.ds),
            B::kOffset);
+    if constexpr (A::kGranules) {
+      if (++in_granule == granule) {
+        A::Flush(acc);
+        in_granule = 0;
+      }
+    }
   }
   typename A::Out out[8];
   A::Store(acc, out);
@@ -272,7 +288,7 @@ template <class B, class P, class A>
 template <class B, class P, class A, int MR>
 [[gnu::always_inline]] inline void ColsNBody(const uint8_t* w, int64_t w_stride, int nr,
                                              const Q8Block* x, int64_t x_stride, int64_t kb,
-                                             typename A::Out* y, int64_t ldy) {
+                                             typename A::Out* y, int64_t ldy, int64_t granule) {
   alignas(32) int32_t offsets[8];  // of row j from row 0, as in Cols8
 #pragma GCC unroll 8
   for (int j = 0; j < 8; ++j) offsets[j] = static_cast<int32_t>((j < nr ? j : nr - 1) * w_stride);
@@ -280,6 +296,7 @@ template <class B, class P, class A, int MR>
   typename A::Acc acc[MR];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) acc[i] = A::Zero();
+  int64_t in_granule = 0;
   for (int64_t b = 0; b < kb; ++b) {
     // The next tile's slice of this block, as Cols8 fetches it ahead.
     const char* next = reinterpret_cast<const char*>(w + 8 * w_stride + b * 8 * B::kBytes);
@@ -302,6 +319,13 @@ template <class B, class P, class A, int MR>
       A::Add(acc[i], SumLanes8(partial), dw, _mm256_set1_ps(xb.d), mw, _mm256_set1_ps(xb.ds),
              B::kOffset);
     }
+    if constexpr (A::kGranules) {
+      if (++in_granule == granule) {
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; ++i) A::Flush(acc[i]);
+        in_granule = 0;
+      }
+    }
   }
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
@@ -315,14 +339,15 @@ template <class B, class P, class A, int MR>
 template <class B, class P, class A, int MR = 2>
 [[gnu::always_inline]] inline void ColsNDispatch(const uint8_t* w, int64_t w_stride, int nr,
                                                  const Q8Block* x, int64_t x_stride, int mr,
-                                                 int64_t kb, typename A::Out* y, int64_t ldy) {
+                                                 int64_t kb, typename A::Out* y, int64_t ldy,
+                                                 int64_t granule) {
   if constexpr (MR < kColsRows) {
     if (mr > MR) {
-      ColsNDispatch<B, P, A, MR + 1>(w, w_stride, nr, x, x_stride, mr, kb, y, ldy);
+      ColsNDispatch<B, P, A, MR + 1>(w, w_stride, nr, x, x_stride, mr, kb, y, ldy, granule);
       return;
     }
   }
-  ColsNBody<B, P, A, MR>(w, w_stride, nr, x, x_stride, kb, y, ldy);
+  ColsNBody<B, P, A, MR>(w, w_stride, nr, x, x_stride, kb, y, ldy, granule);
 }
 
 // The Tiles32 (formats.h) of a Block, one per instruction set and way of adding (block_sums.h).
@@ -330,36 +355,38 @@ template <class B>
 struct Tile32Of {
   template <class A>
   static void Rows8Avx2(const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x,
-                        int64_t groups, int64_t kb, typename A::Out* y, int64_t ldy) {
-    Rows8Body<B, Avx2Products, A>(w, w_stride, nr, x, groups, kb, y, ldy);
+                        int64_t groups, int64_t kb, typename A::Out* y, int64_t ldy,
+                        int64_t granule) {
+    Rows8Body<B, Avx2Products, A>(w, w_stride, nr, x, groups, kb, y, ldy, granule);
   }
   template <class A>
   static void Cols8Avx2(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x, int64_t kb,
-                        typename A::Out* y) {
-    Cols8Body<B, Avx2Products, A>(w, w_stride, nr, x, kb, y);
+                        typename A::Out* y, int64_t granule) {
+    Cols8Body<B, Avx2Products, A>(w, w_stride, nr, x, kb, y, granule);
   }
   template <class A>
   static void ColsNAvx2(const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x,
-                        int64_t x_stride, int mr, int64_t kb, typename A::Out* y, int64_t ldy) {
-    ColsNDispatch<B, Avx2Products, A>(w, w_stride, nr, x, x_stride, mr, kb, y, ldy);
+                        int64_t x_stride, int mr, int64_t kb, typename A::Out* y, int64_t ldy,
+                        int64_t granule) {
+    ColsNDispatch<B, Avx2Products, A>(w, w_stride, nr, x, x_stride, mr, kb, y, ldy, granule);
   }
   template <class A>
   [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static void Rows8Vnni(
       const uint8_t* w, int64_t w_stride, int nr, const Q8Block8* x, int64_t groups, int64_t kb,
-      typename A::Out* y, int64_t ldy) {
-    Rows8Body<B, VnniProducts, A>(w, w_stride, nr, x, groups, kb, y, ldy);
+      typename A::Out* y, int64_t ldy, int64_t granule) {
+    Rows8Body<B, VnniProducts, A>(w, w_stride, nr, x, groups, kb, y, ldy, granule);
   }
   template <class A>
   [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static void Cols8Vnni(
-      const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x, int64_t kb,
-      typename A::Out* y) {
-    Cols8Body<B, VnniProducts, A>(w, w_stride, nr, x, kb, y);
+      const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x, int64_t kb, typename A::Out* y,
+      int64_t granule) {
+    Cols8Body<B, VnniProducts, A>(w, w_stride, nr, x, kb, y, granule);
   }
   template <class A>
   [[gnu::target("avx512f,avx512vl,avx512bw,avx512vnni")]] static void ColsNVnni(
       const uint8_t* w, int64_t w_stride, int nr, const Q8Block* x, int64_t x_stride, int mr,
-      int64_t kb, typename A::Out* y, int64_t ldy) {
-    ColsNDispatch<B, VnniProducts, A>(w, w_stride, nr, x, x_stride, mr, kb, y, ldy);
+      int64_t kb, typename A::Out* y, int64_t ldy, int64_t granule) {
+    ColsNDispatch<B, VnniProducts, A>(w, w_stride, nr, x, x_stride, mr, kb, y, ldy, granule);
   }
   template <class A>
   static constexpr Tiles32Fns<typename A::Out> kAvx2 = {Rows8Avx2<A>, Cols8Avx2<A>, ColsNAvx2<A>};

@@ -1,5 +1,7 @@
 #include "server/model/plan/shard_plan.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace tpserve::model {
@@ -64,8 +66,21 @@ std::string ShardPlan::DebugString() const {
                       ffn.begin, ",", ffn.end, ") vocab [", vocab.begin, ",", vocab.end, ")");
 }
 
+int64_t CanonicalFfnGranule(const ModelConfig& config) {
+  for (int64_t g : {128, 64}) {
+    if (config.ffn_dim % g == 0 && config.ffn_dim / g >= kCanonicalMaxWorld) return g;
+  }
+  return config.ffn_dim % 32 == 0 ? 32 : 1;
+}
+
 absl::StatusOr<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int world_size,
                                         int64_t ffn_granule) {
+  if (ffn_granule == 0) {
+    // The canonical granule; a world of more ranks than it has granules (more than
+    // kCanonicalMaxWorld) splits on blocks of 32 and sums in float.
+    ffn_granule = CanonicalFfnGranule(config);
+    if (config.ffn_dim / ffn_granule < world_size && config.ffn_dim % 32 == 0) ffn_granule = 32;
+  }
   if (world_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("world_size must be >= 1, got ", world_size));
   }
@@ -106,6 +121,14 @@ absl::StatusOr<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int
   plan.ffn = {g.begin * granule, g.end * granule};
   plan.vocab = EvenSplit(config.vocab_size, world_size, rank);
   return plan;
+}
+
+int64_t FfnSplitGranule(const WeightSource& weights, int world_size) {
+  const int64_t canonical = CanonicalFfnGranule(weights.config());
+  const absl::StatusOr<GgmlTypeInfo> type = weights.StoredType("blk.0.ffn_down.weight");
+  const int64_t granule = type.ok() ? std::max<int64_t>(canonical, type->block_values) : canonical;
+  return granule % canonical == 0 && weights.config().ffn_dim / granule >= world_size ? granule
+                                                                                      : canonical;
 }
 
 }  // namespace tpserve::model

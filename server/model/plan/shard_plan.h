@@ -17,7 +17,8 @@
 // heads of two KV heads in unequal numbers, which the attention kernels cannot serve: then
 // each rank takes part of one KV head's query heads, the ranks dealt evenly to the KV heads. FFN
 // columns are split on multiples of `ffn_granule` so that row-parallel slices of quantised w_down
-// land on block boundaries.
+// land on block boundaries, and on the canonical path's granules (CanonicalFfnGranule) whatever
+// the world.
 #ifndef TPSERVE_SERVER_MODEL_PLAN_SHARD_PLAN_H_
 #define TPSERVE_SERVER_MODEL_PLAN_SHARD_PLAN_H_
 
@@ -26,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/model/weights/model_config.h"
+#include "server/model/weights/weight_source.h"
 
 namespace tpserve::model {
 
@@ -59,10 +61,28 @@ struct ShardPlan {
   std::string DebugString() const;
 };
 
+// The largest world the canonical path's FFN granule is chosen to split for.
+inline constexpr int64_t kCanonicalMaxWorld = 8;
+
+// The FFN columns the canonical path sums as one granule (a float chain, then one fixed-point
+// value: kernels/cpu/quant/fixed_sum.h), and so the columns every world's split falls on:
+// the largest of 128, 64 and 32 that divides ffn_dim into at least kCanonicalMaxWorld
+// granules; 32 when none does (1 when ffn_dim is not a multiple of 32: no canonical path).
+// A property of the model alone, never of the world, so every world adds the same granules.
+int64_t CanonicalFfnGranule(const ModelConfig& config);
+
 // The plan of `rank` in a world of `world_size`, or InvalidArgument when the world is empty,
 // the rank is out of range, or there are more ranks than query heads or FFN granules.
+// ffn_granule 0: CanonicalFfnGranule(config), or 32 for a world of more ranks than that has
+// granules (the model then sums in float: LlamaModel::exact_sums).
 absl::StatusOr<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int world_size,
-                                        int64_t ffn_granule = 32);
+                                        int64_t ffn_granule = 0);
+
+// The FFN split granule for a world of `world_size` (MakeShardPlan's ffn_granule): the block
+// size of the stored ffn_down (256 for K-quants), so that its row-parallel slices keep their
+// blocks, when that is a multiple of the canonical granule (CanonicalFfnGranule) and the FFN
+// has as many such blocks as ranks; else the canonical granule.
+int64_t FfnSplitGranule(const WeightSource& weights, int world_size);
 
 }  // namespace tpserve::model
 

@@ -27,12 +27,6 @@ absl::Status WeightSource::ReadBlocks(std::string_view name, int64_t row_begin, 
   return ReadSlice(name, row_begin, row_end, col_begin, col_end, reinterpret_cast<float*>(out));
 }
 
-int64_t FfnSplitGranule(const WeightSource& weights, int world_size) {
-  const absl::StatusOr<GgmlTypeInfo> type = weights.StoredType("blk.0.ffn_down.weight");
-  const int64_t granule = type.ok() ? std::max<int64_t>(32, type->block_values) : 32;
-  return weights.config().ffn_dim / granule >= world_size ? granule : 32;
-}
-
 absl::Status WeightSource::CheckRange(std::string_view name, const WeightShape& shape,
                                       int64_t row_begin, int64_t row_end, int64_t col_begin,
                                       int64_t col_end) {

@@ -85,11 +85,6 @@ class WeightSource {
                                  int64_t row_end, int64_t col_begin, int64_t col_end);
 };
 
-// The FFN split granule for a world of `world_size` (MakeShardPlan's ffn_granule): the block
-// size of the stored ffn_down (32, or 256 for K-quants), so that its row-parallel slices keep
-// their blocks; 32 when the FFN has fewer such blocks than ranks.
-int64_t FfnSplitGranule(const WeightSource& weights, int world_size);
-
 // A GGUF file (dequantising through server/model/gguf/dequantize.h).
 absl::StatusOr<std::unique_ptr<WeightSource>> OpenGgufWeightSource(const std::string& path);
 // A Hugging Face directory with config.json and safetensors weights.
