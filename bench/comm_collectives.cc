@@ -2,8 +2,9 @@
 // loopback TCP, at 2 and 3 ranks, for a decode step's hidden state (576 floats, SmolLM2's
 // d_model) and a batch of 32 (576 x 32). Ranks are threads of this process, each with its own
 // communicator (the shm ones each map the segment, as processes do); like the workers, a shm
-// rank spins before sleeping only when the ranks fit the cores. Prints a markdown table and
-// one JSON line.
+// rank spins before sleeping only when the ranks fit the cores. Each as a float all-reduce and
+// as the canonical path's int64 all-reduce of exact sums (AllReduceSumInt64, the same count of
+// int64s). Prints a markdown table and one JSON line.
 //   comm_collectives [ITERATIONS]
 #include <algorithm>
 #include <chrono>
@@ -60,8 +61,10 @@ struct Latency {
   double p50_us = 0, p99_us = 0;
 };
 
-// Every rank runs `iterations` all-reduces back to back; rank 0 times each one.
-Latency Measure(std::vector<std::unique_ptr<Communicator>>& comms, int64_t count, int iterations) {
+// Every rank runs `iterations` all-reduces (of int64 exact sums when `int64`) back to back;
+// rank 0 times each one.
+Latency Measure(std::vector<std::unique_ptr<Communicator>>& comms, int64_t count, int iterations,
+                bool int64) {
   const int world = static_cast<int>(comms.size());
   std::vector<double> times;
   times.reserve(iterations);
@@ -69,9 +72,12 @@ Latency Measure(std::vector<std::unique_ptr<Communicator>>& comms, int64_t count
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       std::vector<float> data(count, 1.0f);
+      std::vector<int64_t> sums(count, 1);
       for (int i = 0; i < iterations + 50; ++i) {  // 50 warm-up rounds
         const auto start = std::chrono::steady_clock::now();
-        if (!comms[r]->AllReduceSum(data.data(), count).ok()) return;
+        const absl::Status status = int64 ? comms[r]->AllReduceSumInt64(sums.data(), count)
+                                          : comms[r]->AllReduceSum(data.data(), count);
+        if (!status.ok()) return;
         if (r == 0 && i >= 50) {
           times.push_back(
               std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
@@ -92,10 +98,12 @@ Latency Measure(std::vector<std::unique_ptr<Communicator>>& comms, int64_t count
 int main(int argc, char** argv) {
   const int iterations = argc > 1 ? std::atoi(argv[1]) : 2000;
   nlohmann::json results = nlohmann::json::array();
-  std::printf("| ranks | floats | shm p50 (µs) | shm p99 | gloo p50 | gloo p99 | gloo/shm p50 |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| ranks | values | sum | shm p50 (µs) | shm p99 | gloo p50 | gloo p99 | gloo/shm p50 |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (int world : {2, 3}) {
-    for (int64_t count : {int64_t{576}, int64_t{576 * 32}}) {
+    for (auto [count, int64] :
+         {std::pair<int64_t, bool>{576, false}, {576, true}, {576 * 32, false}, {576 * 32, true}}) {
       Latency by_kind[2];
       for (int k = 0; k < 2; ++k) {
         const std::string kind = k == 0 ? "shm" : "gloo";
@@ -105,16 +113,18 @@ int main(int argc, char** argv) {
                        comms.status().ToString().c_str());
           return 1;
         }
-        by_kind[k] = Measure(*comms, count, count > 576 ? iterations / 4 : iterations);
+        by_kind[k] = Measure(*comms, count, count > 576 ? iterations / 4 : iterations, int64);
         results.push_back({{"comm", kind},
                            {"ranks", world},
-                           {"floats", count},
+                           {"values", count},
+                           {"sum", int64 ? "int64" : "f32"},
                            {"p50_us", by_kind[k].p50_us},
                            {"p99_us", by_kind[k].p99_us}});
       }
-      std::printf("| %d | %lld | %.1f | %.1f | %.1f | %.1f | %.1fx |\n", world,
-                  static_cast<long long>(count), by_kind[0].p50_us, by_kind[0].p99_us,
-                  by_kind[1].p50_us, by_kind[1].p99_us, by_kind[1].p50_us / by_kind[0].p50_us);
+      std::printf("| %d | %lld | %s | %.1f | %.1f | %.1f | %.1f | %.1fx |\n", world,
+                  static_cast<long long>(count), int64 ? "int64" : "f32", by_kind[0].p50_us,
+                  by_kind[0].p99_us, by_kind[1].p50_us, by_kind[1].p99_us,
+                  by_kind[1].p50_us / by_kind[0].p50_us);
     }
   }
   std::printf("%s\n", results.dump().c_str());

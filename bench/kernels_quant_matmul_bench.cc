@@ -50,6 +50,10 @@ void BM_QuantMatmul(benchmark::State& state) {
     state.SkipWithError("no exact sums for this format");
     return;
   }
+  if (fixed && cols / 32 % fixed_granule != 0) {
+    state.SkipWithError("k is not whole granules");
+    return;
+  }
   if (isa == k::QuantIsa::kAvx512Vnni && k::BestQuantIsa() != k::QuantIsa::kAvx512Vnni) {
     state.SkipWithError("no AVX-512 VNNI on this machine");
     return;
@@ -98,8 +102,9 @@ void Shapes(benchmark::internal::Benchmark* b) {
       for (int threads : {1, 2}) {
         for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 128}) {
           for (auto [n, cols] : {std::pair<int64_t, int64_t>{1536, 576},  // w_gate / w_up
-                                 {576, 1536}}) {                          // w_down
-            for (int64_t sums : {0, 1, 4}) {
+                                 {576, 1536},                             // w_down
+                                 {576, 576}}) {                           // wo
+            for (int64_t sums : {0, 1, 2, 4}) {
               b->Args({static_cast<int64_t>(format), static_cast<int64_t>(isa), n, cols, m, threads,
                        sums});
             }

@@ -87,12 +87,12 @@ def engine_cost(build, model, rounds):
             runs[weights].append(json.loads(out))
     row = {"tp": 1, "threads": 1, "rounds": rounds}
     for b in ("1", "8"):
-        canon = percentile([r["decode"][b]["tokens_per_s"] for r in runs["packed"]], 0.5)
-        floats = percentile([r["decode"][b]["tokens_per_s"] for r in runs["packed-float"]], 0.5)
+        canon = percentile([r["decode_tok_s"][b] for r in runs["packed"]], 0.5)
+        floats = percentile([r["decode_tok_s"][b] for r in runs["packed-float"]], 0.5)
         row[f"batch{b}_canonical_tok_s"] = canon
         row[f"batch{b}_float_sums_tok_s"] = floats
         row[f"batch{b}_canonical_over_float"] = canon / floats
-    prefill = {w: percentile([r["prefill_tokens_per_s"] for r in runs[w]], 0.5) for w in runs}
+    prefill = {w: percentile([r["prefill_tok_s"] for r in runs[w]], 0.5) for w in runs}
     row["prefill128_canonical_over_float"] = prefill["packed"] / prefill["packed-float"]
     print(json.dumps(row), flush=True)
     return row
@@ -132,10 +132,17 @@ def main():
     ap.add_argument("--concurrency", default="1,16")
     ap.add_argument("--out")
     a = ap.parse_args()
-    result = {"invariance": invariance(a.build, a.model),
-              "engine_tp1": engine_cost(a.build, a.model, a.rounds),
-              "serve_tp2": serve_cost(a.build, a.model, a.rounds,
-                                      [int(c) for c in a.concurrency.split(",")])}
+    result = {}
+
+    def stage(name, fn):  # each stage's figures kept as they come
+        result[name] = fn()
+        if a.out:
+            pathlib.Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
+
+    stage("invariance", lambda: invariance(a.build, a.model))
+    stage("engine_tp1", lambda: engine_cost(a.build, a.model, a.rounds))
+    stage("serve_tp2", lambda: serve_cost(a.build, a.model, a.rounds,
+                                          [int(c) for c in a.concurrency.split(",")]))
     print("| mode | against TP=1, 1 thread | token ids identical | logprob bits identical |")
     print("|---|---|---|---|")
     for r in result["invariance"]:
@@ -148,8 +155,6 @@ def main():
     for r in result["serve_tp2"]:
         print(f"serve --tp 2, concurrency {r['concurrency']}: decode canonical / float sums "
               f"{r['decode_canonical_over_float']:.3f}")
-    if a.out:
-        pathlib.Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":

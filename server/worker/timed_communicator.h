@@ -27,22 +27,11 @@ class TimedCommunicator final : public comm::Communicator {
   int world_size() const override { return inner_->world_size(); }
   std::string_view backend_name() const override { return inner_->backend_name(); }
   absl::Status AllReduceSum(float* data, int64_t count) override {
-    const absl::Time start = absl::Now();
-    absl::Status status = Timed([&] { return inner_->AllReduceSum(data, count); });
-    if (metrics_ != nullptr) {
-      metrics_->allreduce_duration.Observe(absl::ToDoubleSeconds(absl::Now() - start));
-      metrics_->allreduce_bytes.Increment(static_cast<double>(count) * sizeof(float));
-    }
-    return status;
+    return TimedReduce(count * sizeof(float), [&] { return inner_->AllReduceSum(data, count); });
   }
   absl::Status AllReduceSumInt64(int64_t* data, int64_t count) override {
-    const absl::Time start = absl::Now();
-    absl::Status status = Timed([&] { return inner_->AllReduceSumInt64(data, count); });
-    if (metrics_ != nullptr) {
-      metrics_->allreduce_duration.Observe(absl::ToDoubleSeconds(absl::Now() - start));
-      metrics_->allreduce_bytes.Increment(static_cast<double>(count) * sizeof(int64_t));
-    }
-    return status;
+    return TimedReduce(count * sizeof(int64_t),
+                       [&] { return inner_->AllReduceSumInt64(data, count); });
   }
   absl::Status AllGather(const float* in, int64_t count, float* out) override {
     return Timed([&] { return inner_->AllGather(in, count, out); });
@@ -64,6 +53,18 @@ class TimedCommunicator final : public comm::Communicator {
     const absl::Time start = absl::Now();
     absl::Status status = f();
     comm_ns_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start), std::memory_order_relaxed);
+    return status;
+  }
+
+  // An all-reduce of `bytes`: timed, and observed in the metrics.
+  template <typename F>
+  absl::Status TimedReduce(int64_t bytes, F f) {
+    const absl::Time start = absl::Now();
+    absl::Status status = Timed(f);
+    if (metrics_ != nullptr) {
+      metrics_->allreduce_duration.Observe(absl::ToDoubleSeconds(absl::Now() - start));
+      metrics_->allreduce_bytes.Increment(static_cast<double>(bytes));
+    }
     return status;
   }
 
