@@ -100,6 +100,31 @@ class ShmCommunicator final : public Communicator {
     });
   }
 
+  // data: [count] int64, in place: each rank's part through its slot, the parts added in rank
+  // order (exact, and the same in any order), chunks of half a slot.
+  absl::Status AllReduceSumInt64(int64_t* data, int64_t count) override {
+    const int64_t per_chunk = slot_floats_ / 2;
+    return Run(
+        "all_reduce_sum_int64", count,
+        [&](int64_t offset, int64_t n, uint32_t k) {
+          std::memcpy(Slot(rank_, k), data + offset, n * sizeof(int64_t));
+          Post(k);
+          RETURN_IF_ERROR(AwaitAll(k));
+          for (int64_t i = 0; i < n; ++i) {
+            uint64_t sum = 0;  // unsigned: wrapping is defined, the same bits as int64's
+            for (int q = 0; q < world_; ++q) {
+              int64_t part;
+              std::memcpy(&part, reinterpret_cast<const char*>(Slot(q, k)) + i * sizeof(int64_t),
+                          sizeof(part));
+              sum += static_cast<uint64_t>(part);
+            }
+            data[offset + i] = static_cast<int64_t>(sum);
+          }
+          return absl::OkStatus();
+        },
+        per_chunk);
+  }
+
   // in: [count]; out: [world_size * count], rank-major.
   absl::Status AllGather(const float* in, int64_t count, float* out) override {
     return Run("all_gather", count, [&](int64_t offset, int64_t n, uint32_t k) {
@@ -136,13 +161,14 @@ class ShmCommunicator final : public Communicator {
   // Runs one collective of `count` floats per rank as chunks of at most one slot; `chunk`
   // (offset, n, k) moves floats [offset, offset + n) as collective number k.
   template <typename Chunk>
-  absl::Status Run(const char* what, int64_t count, Chunk&& chunk) {
+  absl::Status Run(const char* what, int64_t count, Chunk&& chunk, int64_t per_chunk = 0) {
+    if (per_chunk == 0) per_chunk = slot_floats_;
     if (absl::Status broken = Refuse(); !broken.ok()) return Annotate(broken, what, count);
     if (count < 0) {
       return absl::InvalidArgumentError(absl::StrCat("shm ", what, ": negative count"));
     }
-    for (int64_t offset = 0; offset < count; offset += slot_floats_) {
-      const int64_t n = std::min(slot_floats_, count - offset);
+    for (int64_t offset = 0; offset < count; offset += per_chunk) {
+      const int64_t n = std::min(per_chunk, count - offset);
       const uint32_t k = posted_ + 1;
       absl::Status status = Enter(k);
       if (status.ok()) status = chunk(offset, n, k);

@@ -126,6 +126,13 @@ TEST(ShmCommunicatorTest, ManyMixedCollectivesBackToBack) {
       std::fill(x.begin(), x.end(), static_cast<float>(round + r));
       if (!comms[r]->AllReduceSum(x.data(), round % 2 == 0 ? 700 : 3).ok()) ++errors[r];
       if (x[1] != static_cast<float>(3 * round + 3)) ++errors[r];
+      // The canonical path's int64 sums between them: 900 values are two chunks of a slot.
+      std::vector<int64_t> sums(round % 3 == 0 ? 900 : 5, int64_t{round} * 1000 + r);
+      if (!comms[r]->Gather(x.data(), 700, gathered.data()).ok()) ++errors[r];
+      if (!comms[r]->AllReduceSumInt64(sums.data(), static_cast<int64_t>(sums.size())).ok()) {
+        ++errors[r];
+      }
+      if (sums.back() != int64_t{round} * 3000 + 3) ++errors[r];
     }
   });
   EXPECT_EQ(errors, std::vector<int>(kWorld, 0));
