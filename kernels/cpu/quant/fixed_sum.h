@@ -1,21 +1,22 @@
 // File: kernels/cpu/quant/fixed_sum.h
 //
-// Exact, order-free sums of float block contributions: the arithmetic that makes a
-// row-parallel product the same bits whatever the world. A row-parallel matmul splits k
-// across ranks; summing each rank's float partial in some order rounds differently for every
-// split. Instead, each 32-value block's float contribution v (computed from 0, the same float
-// operations on every path) is rounded once to fixed point,
+// Exact, order-free sums of float partial sums: the arithmetic that makes a row-parallel
+// product the same bits whatever the world. A row-parallel matmul splits k across ranks;
+// summing each rank's float partial in some order rounds differently for every split.
+// Instead, k is cut into granules every split respects (block_sums.h), each granule's float
+// partial v (a chain from 0, the same float operations on every path) is rounded once to
+// fixed point,
 //   Fixed(v) = round-half-even(clamp(v) * 2^32) as int64,
-// and the fixed values are added as integers, which is exact and associative: any block-aligned
-// split of k, added in any order (an int64 all-reduce), gives the same sum, and FromFixed turns
-// it into the same float.
+// and the fixed values are added as integers, which is exact and associative: any split of k
+// on granule boundaries, added in any order (an int64 all-reduce), gives the same sum, and
+// FromFixed turns it into the same float.
 //
 // Range: v is clamped to [-2^18, 2^18] (NaN to -2^18) so that |v * 2^32| < 2^51, which the
-// vector conversion below needs; a block's contribution that large means the model has
+// vector conversion below needs; a granule's partial that large means the model has
 // overflowed anyway. The resolution, 2^-32, is far below a float's rounding at the magnitudes
-// activations have (a float of 1 rounds at 2^-24), so the fixed sum is at least as close to
-// the exact sum as a float chain. Int64 sums wrap rather than trap; a wrapped sum would need
-// 2^13 blocks at the clamp.
+// activations have (a float of 1 rounds at 2^-24), so the fixed sum is as close to the exact
+// sum as a float chain. Int64 sums wrap rather than trap (still exact and order-free, modulo
+// 2^64); a wrapped sum would need 2^13 granules at the clamp.
 //
 // Header-only; the vector helpers need AVX2 (the kernels' own .cc files).
 #ifndef TPSERVE_KERNELS_CPU_QUANT_FIXED_SUM_H_
