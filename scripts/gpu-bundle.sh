@@ -65,6 +65,9 @@ while (($#)); do
        exit 2 ;;
   esac
 done
+# What the build and the model need, on a fresh clone as on a second run (idempotent: apt
+# packages, the .venv that runs scripts/requantize.py).
+"$root/scripts/install-deps.sh"
 for tool in readelf patchelf strip ldd; do
   command -v "$tool" >/dev/null || { echo "gpu-bundle: $tool is missing (scripts/install-deps.sh)" >&2; exit 1; }
 done
