@@ -8,10 +8,12 @@
 //                y = acc (f32);
 //   FixedBlocks  QuantMatmulFixed's exact sums (fixed_sum.h): per granule G of `granule`
 //                consecutive blocks (aligned to multiples of `granule` from block 0), its own
-//                float chain from 0,
-//                  v_G = FloatBlocks' chain over G's blocks
+//                float chain from 0, on activation scales times 2^32 (QuantMatmulFixed scales
+//                them, so the chain is in units of 2^-32),
+//                  s_G = FloatBlocks' chain over G's blocks = v_G * 2^32
 //                y = sum over G of Fixed(v_G) (int64), in any order.
-// A tile calls Add per block and Flush after each granule's last block (FloatBlocks: a no-op).
+// A tile calls Add per block and Flush after each granule's last block (FloatBlocks: a no-op);
+// a tile of one accumulator adds through A::Lone, the same sums (see FixedLoneBlocks).
 // Either way each output's float operations are the same on every tile, thread split,
 // instruction set and batch, so both stay batch invariant; FixedBlocks' sums are in addition
 // split invariant (any block-aligned slices of k add up to the whole).
@@ -36,6 +38,7 @@ namespace tpserve::kernels::cpu {
 
 struct FloatBlocks {
   using Out = float;
+  using Lone = FloatBlocks;
   static constexpr bool kGranules = false;
   struct Acc {
     __m256 v;
@@ -47,31 +50,82 @@ struct FloatBlocks {
   }
   [[gnu::always_inline]] static void Flush(Acc& /*a*/) {}
   // out[0..7] = the 8 outputs.
-  [[gnu::always_inline]] static void Store(const Acc& a, float* out) { _mm256_storeu_ps(out, a.v); }
+  [[gnu::always_inline]] static void Store(Acc& a, float* out) { _mm256_storeu_ps(out, a.v); }
 };
+
+// The conversion of a granule waits on the end of the block's longest chain (the scales' gather,
+// then the chain's fmas), and its operations wait with it in the scheduler: on a tile of one
+// accumulator, which has little else to issue, that was most of the path's cost. So
+// FixedBlocks converts at once (for tiles of several accumulators, whose work hides it) and
+// FixedLoneBlocks, for the tiles of one (A::Lone), keeps a run's granule chains in a buffer and
+// converts them together, every input long ready. The bits are the same.
+struct FixedLoneBlocks;
 
 struct FixedBlocks {
   using Out = int64_t;
+  using Lone = FixedLoneBlocks;
   static constexpr bool kGranules = true;
   struct Acc {
-    __m256 part;     // the granule's float chain so far
+    __m256 part;     // the granule's chain so far (units of 2^-32)
     __m256i lo, hi;  // the fixed sums of the granules before: outputs 0..3, 4..7
   };
   [[gnu::always_inline]] static Acc Zero() {
     return {_mm256_setzero_ps(), _mm256_setzero_si256(), _mm256_setzero_si256()};
   }
-  [[gnu::always_inline]] static void Add(Acc& a, __m256i isum, __m256 dw, __m256 dx, __m256 mw,
+  [[gnu::always_inline]] static void Add(Acc& acc, __m256i isum, __m256 dw, __m256 dx, __m256 mw,
                                          __m256 dsx, bool offset) {
-    a.part = BlockStep(a.part, isum, dw, dx, mw, dsx, offset);
+    acc.part = BlockStep(acc.part, isum, dw, dx, mw, dsx, offset);
   }
-  [[gnu::always_inline]] static void Flush(Acc& a) {
-    AddFixed8(a.part, &a.lo, &a.hi);
-    a.part = _mm256_setzero_ps();
+  [[gnu::always_inline]] static void Flush(Acc& acc) {
+    AddFixed8(acc.part, &acc.lo, &acc.hi);
+    acc.part = _mm256_setzero_ps();
   }
   // After the last granule's Flush.
-  [[gnu::always_inline]] static void Store(const Acc& a, int64_t* out) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), a.lo);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4), a.hi);
+  [[gnu::always_inline]] static void Store(Acc& acc, int64_t* out) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), acc.lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4), acc.hi);
+  }
+};
+
+struct FixedLoneBlocks {
+  using Out = int64_t;
+  using Lone = FixedLoneBlocks;
+  static constexpr bool kGranules = true;
+  struct Acc {
+    __m256 part;     // the granule's chain so far (units of 2^-32)
+    __m256i lo, hi;  // the int64 sums of the runs before: outputs 0..3, 4..7
+    int run;         // granule chains in chains
+    alignas(32) float chains[kFixedRun][8];
+  };
+  [[gnu::always_inline]] static Acc Zero() {
+    Acc acc;
+    acc.part = _mm256_setzero_ps();
+    acc.lo = acc.hi = _mm256_setzero_si256();
+    acc.run = 0;
+    return acc;
+  }
+  [[gnu::always_inline]] static void Add(Acc& acc, __m256i isum, __m256 dw, __m256 dx, __m256 mw,
+                                         __m256 dsx, bool offset) {
+    acc.part = BlockStep(acc.part, isum, dw, dx, mw, dsx, offset);
+  }
+  [[gnu::always_inline]] static void Flush(Acc& acc) {
+    _mm256_store_ps(acc.chains[acc.run], acc.part);
+    acc.part = _mm256_setzero_ps();
+    if (++acc.run == kFixedRun) Convert(acc);
+  }
+  // After the last granule's Flush.
+  [[gnu::always_inline]] static void Store(Acc& acc, int64_t* out) {
+    Convert(acc);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), acc.lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4), acc.hi);
+  }
+
+ private:
+  [[gnu::always_inline]] static void Convert(Acc& acc) {
+    __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
+    for (int i = 0; i < acc.run; ++i) AddFixedParts8(_mm256_load_ps(acc.chains[i]), &a, &b);
+    WidenFixedParts8(a, b, &acc.lo, &acc.hi);
+    acc.run = 0;
   }
 };
 

@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/quant/block_dot.h"
 #include "kernels/cpu/quant/block_sums.h"
@@ -126,12 +127,14 @@ struct Interleaved8Vnni {
 
 // y[i * ldy + j] = dot(x row i, w row j) for i < R, j < nr (<= 8T): the tile of formats.h's
 // Interleaved8TileFn with mr = R and tiles = T.
-template <class P, class A, int R, int T>
+template <class P, class Adder, int R, int T>
 [[gnu::always_inline]] inline void Interleaved8Body(const uint8_t* w, int64_t tile_bytes,
                                                     const Q8Block* x, const int32_t* sums,
                                                     int64_t x_stride, int64_t kb,
-                                                    typename A::Out* y, int64_t ldy, int nr,
+                                                    typename Adder::Out* y, int64_t ldy, int nr,
                                                     int64_t granule) {
+  // One accumulator (decode's lone row, one tile) adds through Adder::Lone (block_sums.h).
+  using A = std::conditional_t<R * T == 1, typename Adder::Lone, Adder>;
   typename A::Acc acc[R][T];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {

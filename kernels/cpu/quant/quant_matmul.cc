@@ -132,6 +132,22 @@ void QuantizeActivations(const float* x, int64_t m, int64_t k, int64_t groups, b
   }
 }
 
+// Every block scale of the quantised activations times 2^32 (the fixed tiles' units,
+// block_sums.h): exact, a power of two.
+void ScaleToFixedUnits(QuantScratch* scratch) {
+  const float one = static_cast<float>(kFixedOne);
+  for (Q8Block& b : scratch->rows) {
+    b.d *= one;
+    b.ds *= one;
+  }
+  for (Q8Block8& g : scratch->groups) {
+    for (int r = 0; r < 8; ++r) {
+      g.d[r] *= one;
+      g.ds[r] *= one;
+    }
+  }
+}
+
 // y [m, n] from Q8_0's interleaved tiles w: ceil(n / 8) tiles of 8 interleaved rows
 // (weight_layout.h), one per unit of the thread partition. Each run of tiles is read from
 // memory once and stays in L1 while every run of mr rows of x sweeps it; a lone row (decode)
@@ -271,6 +287,7 @@ void QuantMatmulFixed(WeightFormat format, const float* x, const uint8_t* w, int
   const int64_t kb = k / 32;
   const int64_t groups = f.tiles32 != nullptr ? m / 8 : 0;
   QuantizeActivations(x, m, k, groups, f.interleaved8 != nullptr, pool, scratch);
+  ScaleToFixedUnits(scratch);
   if (f.interleaved8 != nullptr) {
     Interleaved8Matmul(f.interleaved8->isa[static_cast<int>(isa)], *scratch, w, row_bytes, y, m, n,
                        kb, granule, pool);

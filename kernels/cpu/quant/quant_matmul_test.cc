@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -326,25 +327,49 @@ TEST(FixedSumTest, RoundsHalfToEvenAndClamps) {
   EXPECT_EQ(FromFixed(ToFixed(3.75f)), 3.75f);
 }
 
-// The vector conversion is the scalar definition, lane by lane, on random values of every size
-// and on the edges.
-TEST(FixedSumTest, VectorConversionIsTheDefinition) {
+// Both vector conversions (on the chain in units of 2^-32) are the scalar definition, lane by
+// lane, on random values of every size and on the edges; and a whole int32 run at the clamp does
+// not overflow its parts.
+TEST(FixedSumTest, VectorConversionsAreTheDefinition) {
   std::mt19937 gen(5);
   std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
   std::uniform_int_distribution<int> exponent(-60, 24);
   std::vector<float> v = {0.0f,     -0.0f,          0x1p-33f, 0x1.8p-32f, -0x1.8p-32f, 0x1p18f,
-                          -0x1p18f, 0x1.000002p18f, INFINITY, -INFINITY,  NAN,         1e-40f};
+                          -0x1p18f, 0x1.000002p18f, INFINITY, -INFINITY,  NAN,         1e-40f,
+                          0x1p-7f,  0x1.8p-7f,      0x1p-8f,  -0x1.8p-7f, 0x1.0000p-6f};
   while (v.size() % 8 != 0 || v.size() < 4096)
     v.push_back(std::ldexp(mantissa(gen), exponent(gen)));
+  const auto scaled = [](const float* values) {
+    return _mm256_mul_ps(_mm256_loadu_ps(values), _mm256_set1_ps(0x1p32f));
+  };
+  const auto stored = [](__m256i lo, __m256i hi) {
+    std::vector<int64_t> got(8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(got.data()), lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(got.data() + 4), hi);
+    for (int l = 0; l < 8; ++l) got[l] -= l < 4 ? 7 : -7;
+    return got;
+  };
+  const auto by_parts = [&](const float* values, int count) {
+    __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
+    for (int i = 0; i < count; ++i) AddFixedParts8(scaled(values + 8 * i), &a, &b);
+    __m256i lo = _mm256_set1_epi64x(7), hi = _mm256_set1_epi64x(-7);
+    WidenFixedParts8(a, b, &lo, &hi);
+    return stored(lo, hi);
+  };
   for (size_t i = 0; i < v.size(); i += 8) {
     __m256i lo = _mm256_set1_epi64x(7), hi = _mm256_set1_epi64x(-7);
-    AddFixed8(_mm256_loadu_ps(&v[i]), &lo, &hi);
-    int64_t got[8];
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(got), lo);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(got + 4), hi);
+    AddFixed8(scaled(&v[i]), &lo, &hi);
+    const std::vector<int64_t> doubles = stored(lo, hi), parts = by_parts(&v[i], 1);
     for (int l = 0; l < 8; ++l) {
-      ASSERT_EQ(got[l], ToFixed(v[i + l]) + (l < 4 ? 7 : -7)) << "value " << v[i + l];
+      ASSERT_EQ(doubles[l], ToFixed(v[i + l])) << "AddFixed8, value " << v[i + l];
+      ASSERT_EQ(parts[l], ToFixed(v[i + l])) << "AddFixedParts8, value " << v[i + l];
     }
+  }
+  std::vector<float> run(8 * kFixedRun);
+  for (size_t i = 0; i < run.size(); ++i) run[i] = i % 8 < 4 ? 1e30f : -0x1p18f;
+  const std::vector<int64_t> got = by_parts(run.data(), kFixedRun);
+  for (int l = 0; l < 8; ++l) {
+    EXPECT_EQ(got[l], (l < 4 ? 1 : -1) * (int64_t{kFixedRun} << 50)) << "lane " << l;
   }
 }
 
@@ -353,12 +378,31 @@ class QuantMatmulFixedTest : public ::testing::TestWithParam<WeightFormat> {};
 // Each sum is the sum of its granules' own chains, each granule computed alone (a QuantMatmul of
 // the granule's columns is that granule's float chain from 0) and converted by ToFixed; and the
 // float it stands for is the whole float chain's value, to its rounding.
+// Rows of more than kFixedRun granules, too (a lone row's tile converts its chains in runs of
+// that many, block_sums.h).
 TEST_P(QuantMatmulFixedTest, SumsEachGranulesOwnChain) {
   const WeightFormat format = GetParam();
   ThreadPool two(2);
-  const int64_t n = 21, kb = 6, k = 32 * kb;
-  for (int64_t granule : {1, 2, 3}) {
-    for (int64_t m : {1, 3, 8, 13}) {
+  for (auto [kb, granule, m] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{6, 1, 1},
+                                                                                  {6, 1, 3},
+                                                                                  {6, 1, 8},
+                                                                                  {6, 1, 13},
+                                                                                  {6, 2, 1},
+                                                                                  {6, 2, 3},
+                                                                                  {6, 2, 8},
+                                                                                  {6, 2, 13},
+                                                                                  {6, 3, 1},
+                                                                                  {6, 3, 3},
+                                                                                  {6, 3, 8},
+                                                                                  {6, 3, 13},
+                                                                                  {70, 1, 1},
+                                                                                  {70, 1, 2},
+                                                                                  {70, 1, 9},
+                                                                                  {70, 2, 1},
+                                                                                  {66, 1, 1},
+                                                                                  {64, 1, 1}}) {
+    const int64_t n = 21, k = 32 * kb;
+    {
       const std::vector<float> x = RandomVector(m * k, static_cast<uint32_t>(31 + m));
       const std::vector<uint8_t> rows = RandomRows(format, n, k, static_cast<uint32_t>(32 + m));
       const std::vector<int64_t> got = Fixed(format, x, rows, m, n, k, granule, &two);

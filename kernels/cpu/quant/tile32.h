@@ -236,9 +236,9 @@ template <class B, class P, class A>
 }
 
 // y[j] = dot(x, w row j) for j < nr (<= 8). w: nr rows of w_stride bytes; x: kb blocks.
-template <class B, class P, class A>
+template <class B, class P, class Adder>
 [[gnu::always_inline]] inline void Cols8Body(const uint8_t* w, int64_t w_stride, int nr,
-                                             const Q8Block* x, int64_t kb, typename A::Out* y,
+                                             const Q8Block* x, int64_t kb, typename Adder::Out* y,
                                              int64_t granule) {
   const uint8_t* rows[8];
   alignas(32) int32_t offsets[8];  // of row j from row 0 (w_stride < 2^31 / 8: rows of k < 2^26)
@@ -248,6 +248,7 @@ template <class B, class P, class A>
     rows[j] = w + offsets[j];
   }
   const __m256i row_offsets = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
+  using A = typename Adder::Lone;  // one accumulator (block_sums.h)
   typename A::Acc acc = A::Zero();
   int64_t in_granule = 0;
   for (int64_t b = 0; b < kb; ++b) {
