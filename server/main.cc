@@ -143,6 +143,13 @@ ABSL_FLAG(double, hang_timeout_s, 2.0,
           "serve/coordinator: a worker that sends nothing (not even its heartbeat) for this long "
           "is hung: the world is rebuilt without waiting for the step deadline, and serve "
           "restarts that child (0: off)");
+ABSL_FLAG(int32_t, min_world_size, -1,
+          "serve/coordinator: an elastic world: when a worker cannot rejoin within "
+          "--rejoin_timeout_s, serve on with the others, down to this many (re-planning the "
+          "shards), and grow back when it answers again (-1: the full world, never shrinking)");
+ABSL_FLAG(double, rejoin_timeout_s, 5.0,
+          "serve/coordinator: with --min_world_size, how long a lost worker has to rejoin "
+          "before the world goes on without it");
 ABSL_FLAG(std::string, step_trace_file, "",
           "serve/coordinator: write one JSON line per worker step here (wall, overhead, each "
           "rank's compute and collective time, in microseconds)");
@@ -170,8 +177,8 @@ constexpr char kUsage[] =
     "           [security]\n"
     "           (N local workers and the public API; SIGTERM drains)\n"
     "  coordinator --model PATH --workers HOST:PORT,... [--host H] [--port P] [--http_port P]\n"
-    "           [--tp_invariant=false] [limits]\n"
-    "           [security] [cluster]\n"
+    "           [--tp_invariant=false] [--min_world_size N [--rejoin_timeout_s S]]\n"
+    "           [limits] [security] [cluster]\n"
     "  security: [--tls_cert_file F --tls_key_file F [--tls_client_ca_file F]]\n"
     "           [--api_key_file F] [--reflection] [--metrics_host H]\n"
     "  cluster: --cluster_ca_file F --cluster_cert_file F --cluster_key_file F (mutual TLS\n"
@@ -297,6 +304,12 @@ absl::StatusOr<tpserve::cli::ServeOptions> ServeOptionsFromFlags() {
   c.pool.float_row_sums = !absl::GetFlag(FLAGS_tp_invariant);
   c.pool.step_deadline = absl::Seconds(absl::GetFlag(FLAGS_step_timeout_s));
   c.pool.hang_timeout = absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_hang_timeout_s)));
+  c.pool.min_world_size = absl::GetFlag(FLAGS_min_world_size);
+  if (absl::GetFlag(FLAGS_rejoin_timeout_s) < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rejoin_timeout_s: ", absl::GetFlag(FLAGS_rejoin_timeout_s), " is negative"));
+  }
+  c.pool.rejoin_timeout = absl::Seconds(absl::GetFlag(FLAGS_rejoin_timeout_s));
   o.tp = absl::GetFlag(FLAGS_tp);
   absl::StatusOr<std::vector<int>> devices = ParseDevices(absl::GetFlag(FLAGS_devices));
   if (!devices.ok()) return devices.status();

@@ -282,9 +282,11 @@ bool BatchEngine::RecoverWorld() {
   }
   world_up_ = true;
   ever_up_ = true;
-  metrics_->SetWorldUp();
+  const std::vector<int> members = executor_->world_members();
+  metrics_->SetWorldUp(members);
   {
     absl::MutexLock lock(&mu_);
+    stats_.world_size = static_cast<int>(members.size());
     stats_.comm_backend = executor_->comm_backend();
     stats_.down_reason.clear();
   }

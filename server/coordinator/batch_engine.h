@@ -81,6 +81,7 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t preemptions = 0;
   int64_t generated_tokens = 0;
+  int world_size = 0;        // the ranks of the world up last (0 before any)
   std::string comm_backend;  // the world's communicator ("shm", "gloo", ...); empty before
   std::string down_reason;   // why the world is down (naming the rank); empty while it is up
 };

@@ -14,6 +14,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/common/server_hardening.h"
 #include "server/common/status_macros.h"
+#include "server/model/plan/shard_plan.h"
 #include "server/model/weights/weight_source.h"
 
 namespace tpserve::coordinator {
@@ -77,7 +78,13 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   if (!options.api_key_file.empty()) {
     ASSIGN_OR_RETURN(s->api_keys_, ApiKeys::Load(options.api_key_file));
   }
+  RETURN_IF_ERROR(CheckMinWorldSize(options.pool.min_world_size,
+                                    static_cast<int>(options.pool.workers.size())));
   ASSIGN_OR_RETURN(const model::ModelConfig config, s->LoadModel(options.model_path));
+  // An elastic world's sizes must split the model as the workers will split it.
+  options.pool.can_split = [config](int world) {
+    return model::MakeShardPlan(config, 0, world).status();
+  };
   options.limits = CapLimits(options.limits, config);
   options.engine.max_queue = options.limits.max_queue;
   s->validator_ =

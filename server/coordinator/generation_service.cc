@@ -154,6 +154,7 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(
   const EngineStats stats = engine_->stats();
   response->set_ready(stats.ready);
   if (!stats.comm_backend.empty()) response->set_backend(stats.comm_backend);
+  if (stats.world_size > 0) response->set_world_size(static_cast<uint32_t>(stats.world_size));
   response->set_kv_blocks_total(static_cast<uint32_t>(stats.kv_blocks_total));
   response->set_kv_blocks_free(static_cast<uint32_t>(stats.kv_blocks_free));
   response->set_kv_blocks_cached(static_cast<uint32_t>(stats.kv_blocks_cached));

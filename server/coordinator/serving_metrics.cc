@@ -79,13 +79,16 @@ ServingMetrics::ServingMetrics(prometheus::Registry& r, int world_size)
                     .Name("tpserve_requests_total")
                     .Help("Generation requests by front end (api: grpc, http) and final status "
                           "(ok, or the gRPC code)")
-                    .Register(r)) {
+                    .Register(r)),
+      world_size_(Gauge(r, "tpserve_world_size",
+                        "Ranks in the world now up (an elastic world: the workers it has now)")) {
   prometheus::Family<prometheus::Gauge>& up =
       BuildGauge()
           .Name("tpserve_worker_up")
           .Help(
-              "0 for the rank that took the world down (every rank when none is named) until "
-              "the world is up again; 1 otherwise")
+              "0 for the worker that took the world down (every one when none is named) until "
+              "the world is up again, and for a worker an elastic world goes on without; 1 "
+              "otherwise (rank: the worker's position in the list)")
           .Register(r);
   for (int rank = 0; rank < world_size; ++rank) {
     worker_up_.push_back(&up.Add({{"rank", std::to_string(rank)}}));
@@ -108,8 +111,12 @@ void ServingMetrics::CountAcceptedAt(int position) {
   spec_accepted_by_position_.Add({{"position", std::to_string(position)}}).Increment();
 }
 
-void ServingMetrics::SetWorldUp() {
-  for (prometheus::Gauge* g : worker_up_) g->Set(1);
+void ServingMetrics::SetWorldUp(const std::vector<int>& members) {
+  for (prometheus::Gauge* g : worker_up_) g->Set(0);  // left out of an elastic world
+  for (int w : members) {
+    if (w >= 0 && static_cast<size_t>(w) < worker_up_.size()) worker_up_[w]->Set(1);
+  }
+  world_size_.Set(static_cast<double>(members.size()));
 }
 
 void ServingMetrics::SetWorldDown(int blamed_rank) {

@@ -26,7 +26,8 @@ class ServingMetrics {
   void CountRequest(const absl::Status& status, absl::string_view api);
   // tpserve_worker_up: every rank 1; or 0 for the rank blamed for the world's fall (every
   // rank when `blamed_rank` < 0).
-  void SetWorldUp();
+  // `members`: the workers (positions in the list) of the world now up.
+  void SetWorldUp(const std::vector<int>& members);
   void SetWorldDown(int blamed_rank);
 
   prometheus::Histogram& time_to_first_token;
@@ -57,6 +58,7 @@ class ServingMetrics {
  private:
   prometheus::Family<prometheus::Counter>& spec_accepted_by_position_;
   prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Gauge& world_size_;
   std::vector<prometheus::Gauge*> worker_up_;  // [world_size]
 };
 

@@ -73,8 +73,12 @@ class StepExecutor {
   // Between steps: OK while the world is up; why it went down otherwise (e.g. a worker found
   // hung while idle), which the next RunStep would also fail with.
   virtual absl::Status health() const { return absl::OkStatus(); }
-  // The rank the last failure blamed; -1 when none is named.
+  // The worker the last failure blamed (its position in the configured list, which is its rank
+  // in a full world); -1 when none is named.
   virtual int down_rank() const { return -1; }
+  // The workers (positions in the configured list) of the world now up, in rank order: all of
+  // them, unless an elastic world shrank. Valid after a successful Start().
+  virtual std::vector<int> world_members() const { return {0}; }
 };
 
 }  // namespace tpserve::coordinator

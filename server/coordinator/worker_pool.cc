@@ -39,6 +39,18 @@ constexpr absl::Duration kWatchPeriod = absl::Milliseconds(100);
 // that; it did (10 s), and a rank stopped as a world was being built was named after 11.6 s.
 constexpr absl::Duration kFirstWordGrace = absl::Seconds(1);
 
+// The elastic world: how often the prober looks at the left-out workers, and how long one must
+// answer before the world grows back to it, doubling each time it was left out, up to kMaxHold.
+constexpr absl::Duration kProbePeriod = absl::Milliseconds(250);
+constexpr absl::Duration kFirstHold = absl::Seconds(1);
+constexpr absl::Duration kMaxHold = absl::Seconds(64);
+
+absl::Duration Hold(int times_left_out) {
+  absl::Duration hold = kFirstHold;
+  for (int i = 1; i < times_left_out && hold < kMaxHold; ++i) hold *= 2;
+  return std::min(hold, kMaxHold);
+}
+
 // Workers heartbeat this often: several beats fit in the hang timeout, within the bounds
 // workers accept.
 absl::Duration HeartbeatInterval(absl::Duration hang_timeout) {
@@ -74,17 +86,18 @@ std::unique_ptr<comm::ShmStepLink> OpenStepLink(int world_size) {
 
 // The Init that opens `rank`'s session in world `generation`; `step_link` names the
 // shared-memory link (empty: none).
-CoordinatorMessage InitMessage(const WorkerPoolOptions& options, int rank, uint64_t generation,
-                               uint64_t epoch, const std::string& step_link) {
+CoordinatorMessage InitMessage(const WorkerPoolOptions& options, const std::string& address,
+                               int rank, int world_size, uint64_t generation, uint64_t epoch,
+                               const std::string& step_link) {
   protocol::WorldAssignment world;
   world.model_path = options.model_path;
   world.rank = rank;
-  world.world_size = static_cast<int>(options.workers.size());
+  world.world_size = world_size;
   world.backend = options.backend;
   world.kv_budget_bytes = options.kv_budget_bytes;
   world.kv_block_size = options.kv_block_size;
   world.world_generation = generation;
-  world.comm_host = HostOf(options.workers[rank]);
+  world.comm_host = HostOf(address);
   world.comm_timeout = options.comm_timeout;
   world.threads = options.threads;
   world.dequantize = options.dequantize;
@@ -116,10 +129,21 @@ absl::StatusOr<std::vector<std::string>> ParseWorkerList(const std::string& list
   return out;
 }
 
+absl::Status CheckMinWorldSize(int min_world_size, int workers) {
+  if (min_world_size == -1) return absl::OkStatus();
+  if (min_world_size < 1 || min_world_size > workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--min_world_size: ", min_world_size, " is not in [1, ", workers,
+                     "] (the workers listed); leave it out for the full world"));
+  }
+  return absl::OkStatus();
+}
+
 // One worker's Session. `ready` and `result` are guarded by WorkerPool::mu_; `write_mu`
 // serialises writes; the stream is read only by `reader`.
 struct WorkerPool::Session {
-  int rank = 0;
+  int rank = 0;    // in this world
+  int worker = 0;  // in the configured list
   std::string address;
   std::unique_ptr<tpserve::v1::Worker::Stub> stub;
   grpc::ClientContext context;
@@ -136,7 +160,12 @@ WorkerPool::WorkerPool(WorkerPoolOptions options)
     : options_(std::move(options)),
       epoch_(options_.coordinator_epoch != 0 ? options_.coordinator_epoch
                                              : static_cast<uint64_t>(absl::GetCurrentTimeNanos())) {
+  {
+    absl::MutexLock lock(&mu_);
+    standing_.resize(options_.workers.size());
+  }
   if (options_.hang_timeout > absl::ZeroDuration()) watchdog_ = std::thread([this] { Watch(); });
+  if (elastic()) prober_ = std::thread([this] { Probe(); });
 }
 
 WorkerPool::~WorkerPool() {
@@ -145,6 +174,7 @@ WorkerPool::~WorkerPool() {
     stop_watch_ = true;
   }
   if (watchdog_.joinable()) watchdog_.join();
+  if (prober_.joinable()) prober_.join();
   Shutdown("pool destroyed");
 }
 
@@ -182,6 +212,143 @@ int WorkerPool::FindHungLocked() {
     return rank;
   }
   return -1;
+}
+
+int WorkerPool::world_size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(members_.size());
+}
+
+std::vector<int> WorkerPool::world_members() const {
+  absl::MutexLock lock(&mu_);
+  return members_;
+}
+
+std::vector<bool> WorkerPool::ProbeWorkers(const std::vector<int>& which) const {
+  std::vector<bool> answers(which.size(), false);
+  std::vector<std::thread> dials;
+  for (size_t i = 0; i < which.size(); ++i) {
+    dials.emplace_back([this, &answers, i, worker = which[i]] {
+      const std::shared_ptr<grpc::Channel> channel =
+          grpc::CreateChannel(options_.workers[worker], options_.credentials != nullptr
+                                                            ? options_.credentials
+                                                            : grpc::InsecureChannelCredentials());
+      answers[i] =
+          channel->WaitForConnected(absl::ToChronoTime(absl::Now() + options_.probe_timeout));
+    });
+  }
+  for (std::thread& t : dials) t.join();
+  return answers;
+}
+
+absl::StatusOr<std::vector<int>> WorkerPool::ChooseMembers() {
+  const int n = configured_workers();
+  std::vector<int> all(n);
+  for (int w = 0; w < n; ++w) all[w] = w;
+  if (!elastic()) return all;
+  const std::vector<bool> answers = ProbeWorkers(all);
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  std::vector<int> members;
+  std::string waiting, lost;
+  for (int w = 0; w < n; ++w) {
+    Standing& st = standing_[w];
+    const std::string name = absl::StrCat("worker ", w, " (", options_.workers[w], ")");
+    if (st.left_out) {
+      if (!answers[w]) {
+        st.answering_since = absl::InfiniteFuture();
+      } else if (st.answering_since == absl::InfiniteFuture()) {
+        st.answering_since = now;
+      }
+      if (now - st.answering_since >= Hold(st.times_left_out)) {
+        LOG(INFO) << name << " has answered for " << absl::FormatDuration(Hold(st.times_left_out))
+                  << ": it rejoins the world";
+        st.left_out = false;
+        st.lost_since = absl::InfiniteFuture();
+      } else {
+        absl::StrAppend(&lost, lost.empty() ? "" : ", ", name);
+        continue;
+      }
+    }
+    if (!answers[w] && st.lost_since == absl::InfiniteFuture()) st.lost_since = now;
+    if (st.lost_since != absl::InfiniteFuture() && now - st.lost_since >= options_.rejoin_timeout) {
+      st.left_out = true;
+      ++st.times_left_out;
+      st.answering_since = absl::InfiniteFuture();
+      LOG(WARNING) << name << " lost: not back in a world within the rejoin timeout of "
+                   << absl::FormatDuration(options_.rejoin_timeout)
+                   << "; the world goes on without it (left out " << st.times_left_out
+                   << " times; it may rejoin after answering for "
+                   << absl::FormatDuration(Hold(st.times_left_out)) << ")";
+      absl::StrAppend(&lost, lost.empty() ? "" : ", ", name);
+      continue;
+    }
+    if (!answers[w]) {
+      absl::StrAppend(&waiting, waiting.empty() ? "" : ", ", name, " (",
+                      absl::FormatDuration(absl::Trunc(now - st.lost_since, absl::Milliseconds(1))),
+                      " of ", absl::FormatDuration(options_.rejoin_timeout), ")");
+      continue;
+    }
+    members.push_back(w);
+  }
+  if (!waiting.empty()) {
+    return absl::UnavailableError(absl::StrCat("waiting for lost workers to rejoin: ", waiting));
+  }
+  if (static_cast<int>(members.size()) < options_.min_world_size) {
+    return absl::UnavailableError(absl::StrCat("only ", members.size(), " of ", n,
+                                               " workers can serve (lost: ", lost,
+                                               "); --min_world_size is ", options_.min_world_size));
+  }
+  std::string skipped;
+  for (int size = static_cast<int>(members.size()); size >= options_.min_world_size; --size) {
+    const absl::Status split =
+        options_.can_split != nullptr ? options_.can_split(size) : absl::OkStatus();
+    if (split.ok()) {
+      members.resize(size);
+      if (!lost.empty()) {
+        LOG(WARNING) << "building a world of " << size << " of " << n << " workers; lost: " << lost;
+      }
+      return members;
+    }
+    LOG(WARNING) << "a world of " << size << " workers is skipped: " << split.message();
+    absl::StrAppend(&skipped, skipped.empty() ? "" : "; ", size, ": ", split.message());
+  }
+  return absl::UnavailableError(absl::StrCat("no world of ", options_.min_world_size, " to ",
+                                             members.size(), " workers can split the model (",
+                                             skipped, "); waiting for more workers"));
+}
+
+void WorkerPool::Probe() {
+  while (true) {
+    std::vector<int> left_out;
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop_watch_), kProbePeriod)) return;
+      if (state_ != State::kUp) continue;
+      for (int w = 0; w < static_cast<int>(standing_.size()); ++w) {
+        if (standing_[w].left_out) left_out.push_back(w);
+      }
+    }
+    if (left_out.empty()) continue;
+    const std::vector<bool> answers = ProbeWorkers(left_out);
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    for (size_t i = 0; i < left_out.size(); ++i) {
+      Standing& st = standing_[left_out[i]];
+      if (!answers[i]) {
+        st.answering_since = absl::InfiniteFuture();
+        continue;
+      }
+      if (st.answering_since == absl::InfiniteFuture()) st.answering_since = now;
+      if (now - st.answering_since >= Hold(st.times_left_out) && state_ == State::kUp) {
+        MarkDownLocked(
+            -1, absl::StatusCode::kUnavailable,
+            absl::StrCat("worker ", left_out[i], " (", options_.workers[left_out[i]],
+                         ") has answered for ", absl::FormatDuration(Hold(st.times_left_out)),
+                         ": growing the world back"));
+      }
+    }
+  }
 }
 
 int64_t WorkerPool::kv_blocks() const {
@@ -222,11 +389,16 @@ void WorkerPool::MarkDown(int rank, absl::StatusCode code, const std::string& re
 void WorkerPool::MarkDownLocked(int rank, absl::StatusCode code, const std::string& reason) {
   if (state_ != State::kStarting && state_ != State::kUp) return;  // first reason wins
   state_ = State::kDown;
-  down_rank_ = rank;
-  const std::string address = rank >= 0 && rank < world_size() ? options_.workers[rank] : "?";
-  down_ =
-      absl::Status(code, absl::StrCat("world generation ", generation_, " is down: worker rank ",
-                                      rank, " (", address, "): ", reason));
+  const bool named = rank >= 0 && rank < static_cast<int>(members_.size());
+  down_rank_ = named ? members_[rank] : -1;
+  if (named && standing_[down_rank_].lost_since == absl::InfiniteFuture()) {
+    standing_[down_rank_].lost_since = absl::Now();
+  }
+  down_ = named ? absl::Status(
+                      code, absl::StrCat("world generation ", generation_, " is down: worker rank ",
+                                         rank, " (", options_.workers[down_rank_], "): ", reason))
+                : absl::Status(
+                      code, absl::StrCat("world generation ", generation_, " is down: ", reason));
   LOG(WARNING) << down_;
   // Cancel every Session: the workers abort their communicators and become free again.
   for (const auto& s : sessions_) s->context.TryCancel();
@@ -236,13 +408,22 @@ void WorkerPool::MarkDownLocked(int rank, absl::StatusCode code, const std::stri
 absl::Status WorkerPool::Start() {
   Teardown();
   if (options_.workers.empty()) return absl::InvalidArgumentError("WorkerPool: no workers");
+  absl::StatusOr<std::vector<int>> members = ChooseMembers();
+  if (!members.ok()) {
+    absl::MutexLock lock(&mu_);
+    state_ = State::kDown;
+    down_ = members.status();
+    return down_;
+  }
+  const int world = static_cast<int>(members->size());
   uint64_t generation = 0;
   rendezvous_.Open();
   // The sessions exist before the world is starting: from then on the watchdog may mark it down.
-  for (int r = 0; r < world_size(); ++r) {
+  for (int r = 0; r < world; ++r) {
     auto s = std::make_unique<Session>();
     s->rank = r;
-    s->address = options_.workers[r];
+    s->worker = (*members)[r];
+    s->address = options_.workers[s->worker];
     s->stub = tpserve::v1::Worker::NewStub(grpc::CreateChannel(
         s->address, options_.credentials != nullptr ? options_.credentials
                                                     : grpc::InsecureChannelCredentials()));
@@ -251,6 +432,7 @@ absl::Status WorkerPool::Start() {
   {
     absl::MutexLock lock(&mu_);
     state_ = State::kStarting;
+    members_ = *members;
     generation = ++generation_;
     kv_blocks_ = 0;
     vocab_size_ = 0;
@@ -258,7 +440,7 @@ absl::Status WorkerPool::Start() {
     last_heard_.assign(sessions_.size(), absl::Now());
     heard_.assign(sessions_.size(), false);
   }
-  if (options_.step_link) link_ = OpenStepLink(world_size());
+  if (options_.step_link) link_ = OpenStepLink(world);
   for (const auto& s : sessions_) {
     s->stream = s->stub->Session(&s->context);
     {
@@ -266,8 +448,8 @@ absl::Status WorkerPool::Start() {
       ++readers_alive_;
     }
     s->reader = std::thread([this, session = s.get()] { ReadLoop(session); });
-    const CoordinatorMessage message =
-        InitMessage(options_, s->rank, generation, epoch_, link_ != nullptr ? link_->name() : "");
+    const CoordinatorMessage message = InitMessage(options_, s->address, s->rank, world, generation,
+                                                   epoch_, link_ != nullptr ? link_->name() : "");
     if (!Write(s.get(), message)) {
       MarkDown(s->rank, absl::StatusCode::kUnavailable, "cannot send Init (unreachable?)");
     }
@@ -332,8 +514,14 @@ absl::Status WorkerPool::AdoptReadiesLocked() {
   vocab_size_ = holdings.front().vocab_size;
   comm_backend_ = holdings.front().comm_backend;
   state_ = State::kUp;
-  LOG(INFO) << "world generation " << generation_ << " up: " << world_size() << " workers over "
-            << comm_backend_ << ", " << kv_blocks_ << " KV blocks, steps over "
+  std::string workers;
+  for (int w : members_) {
+    standing_[w].lost_since = absl::InfiniteFuture();
+    absl::StrAppend(&workers, workers.empty() ? "" : ",", w);
+  }
+  LOG(INFO) << "world generation " << generation_ << " up: " << members_.size() << " of "
+            << configured_workers() << " workers (" << workers << ") over " << comm_backend_ << ", "
+            << kv_blocks_ << " KV blocks, steps over "
             << (use_link_ ? "the shared-memory link" : "the streams") << ", row-parallel sums "
             << (holdings.front().exact_row_sums ? "exact (the same logits at every world size)"
                                                 : "in float");

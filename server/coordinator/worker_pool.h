@@ -12,6 +12,15 @@
 // communicators and can be re-initialised), and every later RunStep fails fast with
 // UNAVAILABLE until Start() builds a new world generation.
 //
+// An elastic world (min_world_size below the list's size): a worker that cannot rejoin within
+// rejoin_timeout of being lost (it does not answer, or every world with it fails) is left out,
+// and Start() builds the largest world of at least min_world_size answering workers whose size
+// the model can be split for (can_split), ranks in list order. A prober thread keeps dialling
+// the left-out workers; one that answers steadily for its hold (1 s, doubling with each time it
+// was left out, at most kMaxHold: a flapping worker cannot cause a storm of rebuilds) marks the
+// world down, so that the owner's next Start() grows it back. Every world computes the same
+// logits (the canonical path), so the sequences recomputed in the new world go on identically.
+//
 // Thread-safety: Start() and Shutdown() are called by the owner, never concurrently with
 // each other or with RunStep(); RunStep() may be called from any thread (calls are
 // serialised); the accessors and status() are safe from any thread. Internally one reader
@@ -78,6 +87,13 @@ struct WorkerPoolOptions {
   // Called (on the watchdog thread, no lock held) with the rank found hung; e.g. `serve` kills
   // that child so that it is restarted. May be empty.
   std::function<void(int rank)> on_hung;
+  // The elastic world (above): the fewest workers to serve with (-1: all of them, never
+  // shrinking), how long a lost worker has to rejoin before the world goes on without it, and
+  // whether the model splits across a world of a given size (null: any).
+  int min_world_size = -1;
+  absl::Duration rejoin_timeout = absl::Seconds(5);
+  std::function<absl::Status(int world_size)> can_split;
+  absl::Duration probe_timeout = absl::Milliseconds(500);  // to connect to a worker
   // Sent in every Init: a later epoch takes busy workers over from an earlier coordinator.
   // 0: this process's start time (unix ns), taken when the pool is made.
   uint64_t coordinator_epoch = 0;
@@ -85,6 +101,9 @@ struct WorkerPoolOptions {
 
 // Splits "h:p,h:p" into addresses; InvalidArgument for an empty list or a bad entry.
 absl::StatusOr<std::vector<std::string>> ParseWorkerList(const std::string& list);
+
+// --min_world_size against the worker list: -1 (the full world) or 1..workers.
+absl::Status CheckMinWorldSize(int min_world_size, int workers);
 
 class WorkerPool final : public StepExecutor {
  public:
@@ -109,7 +128,10 @@ class WorkerPool final : public StepExecutor {
   // Sends Shutdown to every worker and closes the Sessions (bounded). Idempotent.
   void Shutdown(const std::string& reason);
 
-  int world_size() const { return static_cast<int>(options_.workers.size()); }
+  // The workers configured, and (valid after a successful Start()) the world now up.
+  int configured_workers() const { return static_cast<int>(options_.workers.size()); }
+  int world_size() const;
+  std::vector<int> world_members() const override;
   // Valid after a successful Start().
   int64_t kv_blocks() const override;
   int64_t kv_block_size() const override { return options_.kv_block_size; }
@@ -122,14 +144,29 @@ class WorkerPool final : public StepExecutor {
   // OK while the world is up; the DOWN reason otherwise (UNAVAILABLE before Start()).
   absl::Status status() const;
   absl::Status health() const override { return status(); }
-  // The rank that took the world down last (-1: none named).
+  // The worker (its position in the list) that took the world down last (-1: none named).
   int down_rank() const override;
   uint64_t coordinator_epoch() const { return epoch_; }
 
  private:
   struct Session;  // one worker's stream, reader thread and results
+  // What the elastic world knows of each configured worker (guarded by mu_).
+  struct Standing {
+    absl::Time lost_since = absl::InfiniteFuture();       // blamed or silent, not back in a world
+    absl::Time answering_since = absl::InfiniteFuture();  // while left out: answering from
+    bool left_out = false;
+    int times_left_out = 0;
+  };
   enum class State { kIdle, kStarting, kUp, kDown };
 
+  bool elastic() const { return options_.min_world_size > 0; }
+  // The workers of the next world (positions in the list), or why none can be built now.
+  absl::StatusOr<std::vector<int>> ChooseMembers() ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether each worker (all of them, at once) accepts a connection within probe_timeout.
+  std::vector<bool> ProbeWorkers(const std::vector<int>& which) const;
+  // The prober thread: dials the left-out workers while the world is up, and marks it down to
+  // grow once one has answered for its hold.
+  void Probe() ABSL_LOCKS_EXCLUDED(mu_);
   // Checks every session's Ready (protocol::DecodeReady) and takes the world's shape from
   // them: the smallest KV cache, rank 0's vocabulary and communicator, whether every rank is
   // on the step link. The world is then up; the first bad Ready marks it down instead.
@@ -185,7 +222,10 @@ class WorkerPool final : public StepExecutor {
   bool stop_watch_ ABSL_GUARDED_BY(mu_) = false;
   const uint64_t epoch_;
   std::thread watchdog_;
-  std::vector<std::unique_ptr<Session>> sessions_;  // [world_size]; owner thread only
+  std::thread prober_;
+  std::vector<Standing> standing_ ABSL_GUARDED_BY(mu_);  // [configured workers]
+  std::vector<int> members_ ABSL_GUARDED_BY(mu_);        // the world's workers, by rank
+  std::vector<std::unique_ptr<Session>> sessions_;       // [world_size]; owner thread only
   // This generation's step link: made by Start before the readers, reset by Teardown after
   // them (readers only Ring it); used for Steps when every worker mapped it.
   std::unique_ptr<comm::ShmStepLink> link_;

@@ -99,6 +99,18 @@ int32_t InProcessArgmax() {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
+TEST(CheckMinWorldSizeTest, TheFullWorldOrOneToTheWorkers) {
+  EXPECT_TRUE(CheckMinWorldSize(-1, 3).ok());
+  EXPECT_TRUE(CheckMinWorldSize(1, 3).ok());
+  EXPECT_TRUE(CheckMinWorldSize(3, 3).ok());
+  for (int bad : {0, 4, -2}) {
+    const absl::Status status = CheckMinWorldSize(bad, 3);
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << bad;
+    EXPECT_NE(status.message().find("--min_world_size"), std::string::npos) << status;
+    EXPECT_NE(status.message().find("[1, 3]"), std::string::npos) << status;
+  }
+}
+
 TEST(ParseWorkerListTest, ParsesAndRefuses) {
   EXPECT_EQ(ParseWorkerList("a:1, b:2").value(), (std::vector<std::string>{"a:1", "b:2"}));
   EXPECT_TRUE(absl::IsInvalidArgument(ParseWorkerList("").status()));

@@ -14,6 +14,7 @@ A link dropped between the hosts (`ip link set down`, then up) under streams los
 Skips with the reason when namespaces cannot be made (not root, no `ip`, no netns support).
 Every namespace and link made here is removed in a finalizer."""
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -206,6 +207,74 @@ def test_a_link_dropped_and_restored_loses_no_stream(tpserve_bin, binary, smollm
         text = log_path.read_text(errors="replace")
         assert "worker rank 1 " in text and "hung or stopped" in text, text[-3000:]
     finally:
+        coordinator.send_signal(signal.SIGTERM)
+        try:
+            coordinator.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            coordinator.kill()
+            coordinator.wait(timeout=30)
+
+
+def test_a_host_lost_for_good_shrinks_the_world_and_grows_it_back(tpserve_bin, binary,
+                                                                  smollm_gguf, workers,
+                                                                  worker_logs, cluster):
+    """The elastic world across hosts: `tpserve coordinator --min_world_size=2
+    --rejoin_timeout_s=2` over the three worker hosts, 2 greedy and 2 seeded streams; rank 2's
+    link goes down for good mid-stream. The coordinator finds it silent, waits out the rejoin
+    timeout, and serves on at 2 (re-planned shards: both remaining workers load their new
+    slices); every stream ends with the tokens of an undisturbed run at 3 (the canonical path:
+    the same logits at every world size), with no client resume. When the link comes back,
+    the world grows back to 3."""
+    port = 50071
+    log_path = worker_logs / "coordinator-elastic.log"
+    with open(log_path, "wb") as log:
+        coordinator = subprocess.Popen(
+            _in(CLIENT_NS, str(tpserve_bin), "coordinator", f"--model={smollm_gguf}",
+                "--host=127.0.0.1", f"--port={port}", f"--workers={','.join(workers)}",
+                "--min_world_size=2", "--rejoin_timeout_s=2", *cluster["coordinator"]),
+            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        probe = "import sys; from worker_procs import wait_healthy; wait_healthy(sys.argv[1], 120)"
+        subprocess.run(_in(CLIENT_NS, sys.executable, "-c", probe, f"127.0.0.1:{port}"),
+                       check=True, timeout=150, env={**os.environ, "PYTHONPATH": HERE})
+        cli = binary("clients", "cpp", "tpserve-cli")
+
+        def streams():
+            runs = [("rivers", ["--temperature=0"]), ("bridges", ["--temperature=0"]),
+                    ("clocks", ["--temperature=0.8", "--seed=11"]),
+                    ("maps", ["--temperature=0.8", "--top_p=0.9", "--seed=12"])]
+            return [subprocess.Popen(
+                _in(CLIENT_NS, str(cli), f"--server=127.0.0.1:{port}", "--max_resumes=0",
+                    "--timeout_s=300", "generate", *flags, "--max_tokens=128", "--ignore_eos",
+                    f"Write about {subject}."),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for subject, flags in runs]
+
+        def outputs(procs):
+            out = [p.communicate(timeout=360) for p in procs]
+            assert all(p.returncode == 0 for p in procs), [o[1][-1000:] for o in out]
+            return [o[0] for o in out]
+
+        def worlds():
+            return re.findall(r"world generation \d+ up: (\d) of 3", log_path.read_text(
+                errors="replace"))
+
+        undisturbed = outputs(streams())
+        running = streams()
+        time.sleep(3.0)
+        _ip("-n", WORKER_NS[2], "link", "set", "eth0", "down")
+        assert outputs(running) == undisturbed
+        assert worlds()[-1] == "2", worlds()
+        text = log_path.read_text(errors="replace")
+        assert f"worker 2 ({workers[2]}) lost" in text, text[-3000:]
+        _ip("-n", WORKER_NS[2], "link", "set", "eth0", "up")
+        deadline = time.monotonic() + 120
+        while worlds()[-1] != "3":
+            assert time.monotonic() < deadline, f"the world did not grow back: {worlds()}"
+            time.sleep(0.2)
+        assert outputs(streams()) == undisturbed, "the grown world answers differently"
+    finally:
+        _ip("-n", WORKER_NS[2], "link", "set", "eth0", "up", check=False)
         coordinator.send_signal(signal.SIGTERM)
         try:
             coordinator.wait(timeout=60)
