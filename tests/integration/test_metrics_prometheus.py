@@ -66,6 +66,7 @@ COORDINATOR_METRICS = {
     "tpserve_prefix_cache_blocks": "gauge",
     "tpserve_prefix_cache_evictions_total": "counter",
     "tpserve_worker_up": "gauge",
+    "tpserve_world_size": "gauge",
 }
 WORKER_METRICS = {
     "tpserve_worker_step_duration_seconds": "histogram",
@@ -290,6 +291,7 @@ def test_metrics_text_names_and_types(request, tmp_path, tpserve_bin, smollm_ggu
             by_status
         generated = sum(v for _, v in samples["tpserve_generated_tokens_total"])
         assert generated == 3, f"tpserve_generated_tokens_total {generated}, the client got 3"
+        assert [v for _, v in samples["tpserve_world_size"]] == [float(TP)]
         up = sorted(samples["tpserve_worker_up"])
         assert [v for _, v in up] == [1.0] * TP and \
             all(f'rank="{r}"' in up[r][0] for r in range(TP)), up
