@@ -21,11 +21,11 @@ import pathlib
 import re
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
+from client_streams import Streams, wait_for
 import python_client_pkg
 import serve_procs
 import worker_procs
@@ -81,60 +81,15 @@ def _coordinator(request, tpserve_bin, model, log_dir, workers, **flags):
     return server
 
 
-def _wait_for(predicate, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def _world_size(client, server):
-    """GetModelInfo's world_size, checked against the gauge."""
-    size = client.model_info().world_size
-    assert serve_procs.metric(server, "tpserve_world_size") in (size, 0), "gauge and info differ"
-    return size
-
-
-class Streams:
-    """Concurrent client streams on threads: each one's ids, finish reason and resumes, and
-    the arrival time of every delta."""
-
-    def __init__(self, client, requests):
-        self.results = [None] * len(requests)
-        self.arrivals = []
-        self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._run, args=(client, i, r), daemon=True)
-                         for i, r in enumerate(requests)]
-        for t in self._threads:
-            t.start()
-
-    def _run(self, client, i, request):
-        ids, finish = [], None
-        try:
-            stream = client.stream(timeout=STREAM_S, **request)
-            for d in stream:
-                with self._lock:
-                    self.arrivals.append(time.monotonic())
-                ids.extend(d.token_ids)
-                finish = d.finish_reason or finish
-            self.results[i] = dict(ids=ids, finish=finish, resumes=stream.resumes)
-        except Exception as e:  # noqa: BLE001 - reported by the test
-            self.results[i] = dict(error=repr(e), ids=ids)
-
-    def tokens(self):
-        with self._lock:
-            return len(self.arrivals)
-
-    def first_arrival_after(self, t):
-        with self._lock:
-            return next((a for a in self.arrivals if a > t), None)
-
-    def join(self, timeout_s):
-        deadline = time.monotonic() + timeout_s
-        for t in self._threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        assert not any(t.is_alive() for t in self._threads), "streams still running"
-        return self.results
+    """The live world size once GetModelInfo's world_size and the `tpserve_world_size` gauge
+    agree (they are read one after the other, and the world may change between)."""
+    for _ in range(100):
+        size = client.model_info().world_size
+        if serve_procs.metric(server, "tpserve_world_size") == size:
+            return size
+        time.sleep(0.05)
+    raise AssertionError(f"GetModelInfo.world_size {size} and tpserve_world_size never agree")
 
 
 def _requests():
@@ -171,19 +126,19 @@ def test_shrink_three_two_one_and_grow_back_under_eight_streams(request, tmp_pat
         shrink_s = []
         for w, size in ((2, 2), (1, 1)):
             before = streams.tokens()
-            _wait_for(lambda: streams.tokens() >= before + 40, 240, "tokens before a loss")
+            wait_for(lambda: streams.tokens() >= before + 40, 240, "tokens before a loss")
             lost_at = time.monotonic()
             workers.kill(w)
-            _wait_for(lambda: _world_size(client, server) == size, 60, f"a world of {size}")
+            wait_for(lambda: _world_size(client, server) == size, 60, f"a world of {size}")
             seen_at = time.monotonic()  # tokens before this may be of the old world's steps
-            _wait_for(lambda: streams.first_arrival_after(seen_at) is not None, 60,
+            wait_for(lambda: streams.first_arrival_after(seen_at) is not None, 60,
                       f"a token at the world of {size}")
             shrink_s.append(round(streams.first_arrival_after(seen_at) - lost_at, 3))
         assert streams.tokens() < 8 * 128, "the streams ended before the world grew back"
         restarted_at = time.monotonic()
         workers.start(1)
         workers.start(2)
-        _wait_for(lambda: _world_size(client, server) == 3, 90, "the world grown back to 3")
+        wait_for(lambda: _world_size(client, server) == 3, 90, "the world grown back to 3")
         grow_s = round(time.monotonic() - restarted_at, 3)
         got = streams.join(STREAM_S)
     for i, (g, u) in enumerate(zip(got, undisturbed)):
@@ -214,7 +169,7 @@ def test_a_flapping_worker_causes_a_bounded_number_of_rebuilds(request, tmp_path
         time.sleep(1.5)
     with tc.Client(server.address, max_resumes=0) as client:
         # Answering steadily now, it rejoins after its hold (at most 2^flaps s here).
-        _wait_for(lambda: _world_size(client, server) == 2, 60, "the world grown back to 2")
+        wait_for(lambda: _world_size(client, server) == 2, 60, "the world grown back to 2")
         done = Streams(client, _requests()[:1]).join(STREAM_S)[0]
         assert "error" not in done and len(done["ids"]) == 128, done
     log = server.log_path.read_text(errors="replace")

@@ -161,6 +161,33 @@ def test_shared_memory_across_hosts_is_refused(tpserve_bin, smollm_gguf, workers
     assert "COMM_BACKEND_SHM needs every rank on one host" in out.stderr, out.stderr[-2000:]
 
 
+def _coordinator(tpserve_bin, smollm_gguf, port, log_path, workers, cluster, *flags):
+    """`tpserve coordinator` in the client namespace over `workers`, once it serves."""
+    with open(log_path, "wb") as log:
+        coordinator = subprocess.Popen(
+            _in(CLIENT_NS, str(tpserve_bin), "coordinator", f"--model={smollm_gguf}",
+                "--host=127.0.0.1", f"--port={port}", f"--workers={','.join(workers)}",
+                *flags, *cluster["coordinator"]),
+            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        probe = "import sys; from worker_procs import wait_healthy; wait_healthy(sys.argv[1], 120)"
+        subprocess.run(_in(CLIENT_NS, sys.executable, "-c", probe, f"127.0.0.1:{port}"),
+                       check=True, timeout=150, env={**os.environ, "PYTHONPATH": HERE})
+    except BaseException:
+        _stop_coordinator(coordinator)
+        raise
+    return coordinator
+
+
+def _stop_coordinator(coordinator):
+    coordinator.send_signal(signal.SIGTERM)
+    try:
+        coordinator.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        coordinator.kill()
+        coordinator.wait(timeout=30)
+
+
 def test_a_link_dropped_and_restored_loses_no_stream(tpserve_bin, binary, smollm_gguf, workers,
                                                      worker_logs, cluster):
     """`tpserve coordinator` in the client namespace over the three worker hosts, 3 greedy
@@ -169,16 +196,8 @@ def test_a_link_dropped_and_restored_loses_no_stream(tpserve_bin, binary, smollm
     every stream ends with the text of an undisturbed run, with no client resume."""
     port = 50061
     log_path = worker_logs / "coordinator.log"
-    with open(log_path, "wb") as log:
-        coordinator = subprocess.Popen(
-            _in(CLIENT_NS, str(tpserve_bin), "coordinator", f"--model={smollm_gguf}",
-                "--host=127.0.0.1", f"--port={port}", f"--workers={','.join(workers)}",
-                *cluster["coordinator"]),
-            stdout=log, stderr=subprocess.STDOUT)
+    coordinator = _coordinator(tpserve_bin, smollm_gguf, port, log_path, workers, cluster)
     try:
-        probe = "import sys; from worker_procs import wait_healthy; wait_healthy(sys.argv[1], 120)"
-        subprocess.run(_in(CLIENT_NS, sys.executable, "-c", probe, f"127.0.0.1:{port}"),
-                       check=True, timeout=150, env={**os.environ, "PYTHONPATH": HERE})
         cli = binary("clients", "cpp", "tpserve-cli")
 
         def streams():
@@ -207,12 +226,7 @@ def test_a_link_dropped_and_restored_loses_no_stream(tpserve_bin, binary, smollm
         text = log_path.read_text(errors="replace")
         assert "worker rank 1 " in text and "hung or stopped" in text, text[-3000:]
     finally:
-        coordinator.send_signal(signal.SIGTERM)
-        try:
-            coordinator.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            coordinator.kill()
-            coordinator.wait(timeout=30)
+        _stop_coordinator(coordinator)
 
 
 def test_a_host_lost_for_good_shrinks_the_world_and_grows_it_back(tpserve_bin, binary,
@@ -227,16 +241,9 @@ def test_a_host_lost_for_good_shrinks_the_world_and_grows_it_back(tpserve_bin, b
     the world grows back to 3."""
     port = 50071
     log_path = worker_logs / "coordinator-elastic.log"
-    with open(log_path, "wb") as log:
-        coordinator = subprocess.Popen(
-            _in(CLIENT_NS, str(tpserve_bin), "coordinator", f"--model={smollm_gguf}",
-                "--host=127.0.0.1", f"--port={port}", f"--workers={','.join(workers)}",
-                "--min_world_size=2", "--rejoin_timeout_s=2", *cluster["coordinator"]),
-            stdout=log, stderr=subprocess.STDOUT)
+    coordinator = _coordinator(tpserve_bin, smollm_gguf, port, log_path, workers, cluster,
+                               "--min_world_size=2", "--rejoin_timeout_s=2")
     try:
-        probe = "import sys; from worker_procs import wait_healthy; wait_healthy(sys.argv[1], 120)"
-        subprocess.run(_in(CLIENT_NS, sys.executable, "-c", probe, f"127.0.0.1:{port}"),
-                       check=True, timeout=150, env={**os.environ, "PYTHONPATH": HERE})
         cli = binary("clients", "cpp", "tpserve-cli")
 
         def streams():
@@ -275,9 +282,4 @@ def test_a_host_lost_for_good_shrinks_the_world_and_grows_it_back(tpserve_bin, b
         assert outputs(streams()) == undisturbed, "the grown world answers differently"
     finally:
         _ip("-n", WORKER_NS[2], "link", "set", "eth0", "up", check=False)
-        coordinator.send_signal(signal.SIGTERM)
-        try:
-            coordinator.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            coordinator.kill()
-            coordinator.wait(timeout=30)
+        _stop_coordinator(coordinator)

@@ -29,6 +29,7 @@ import urllib.request
 import grpc
 import pytest
 
+from client_streams import Streams, wait_for
 import python_client_pkg
 import serve_procs
 import worker_procs
@@ -59,57 +60,6 @@ def _record(name, summary):
         data = json.loads(path.read_text()) if path.exists() else {}
         data[name] = summary
         path.write_text(json.dumps(data, indent=2) + "\n")
-
-
-class Streams:
-    """Runs requests as concurrent client streams on threads; records each stream's ids,
-    text, finish reason, reported seed, resumes, and when every delta arrived."""
-
-    def __init__(self, client, requests):
-        self.results = [None] * len(requests)
-        self.arrivals = []  # monotonic time of every delta, all streams
-        self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._run, args=(client, i, r), daemon=True)
-                         for i, r in enumerate(requests)]
-        for t in self._threads:
-            t.start()
-
-    def _run(self, client, i, request):
-        ids, text, finish = [], [], None
-        try:
-            stream = client.stream(timeout=STREAM_S, **request)
-            for d in stream:
-                with self._lock:
-                    self.arrivals.append(time.monotonic())
-                ids.extend(d.token_ids)
-                text.append(d.text)
-                finish = d.finish_reason or finish
-            self.results[i] = dict(ids=ids, text="".join(text), finish=finish,
-                                   seed=stream.seed, resumes=stream.resumes)
-        except Exception as e:  # noqa: BLE001 - reported by the test
-            self.results[i] = dict(error=repr(e), ids=ids)
-
-    def tokens(self):
-        with self._lock:
-            return len(self.arrivals)
-
-    def first_arrival_after(self, t):
-        with self._lock:
-            return next((a for a in self.arrivals if a > t), None)
-
-    def join(self, timeout_s):
-        deadline = time.monotonic() + timeout_s
-        for t in self._threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        assert not any(t.is_alive() for t in self._threads), "streams still running"
-        return self.results
-
-
-def _wait_for(predicate, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def _restart_requests():
@@ -159,12 +109,12 @@ def test_streams_survive_three_coordinator_kills(request, tmp_path, tc, tpserve_
         recoveries = []
         for kill in range(3):
             before = streams.tokens()
-            _wait_for(lambda: streams.tokens() >= before + 24, 120, "tokens before a kill")
+            wait_for(lambda: streams.tokens() >= before + 24, 120, "tokens before a kill")
             killed_at = time.monotonic()
             servers[-1].proc.send_signal(signal.SIGKILL)
             servers[-1].proc.wait(timeout=30)
             start_coordinator()
-            _wait_for(lambda: streams.first_arrival_after(killed_at) is not None, 120,
+            wait_for(lambda: streams.first_arrival_after(killed_at) is not None, 120,
                       f"a token after coordinator kill {kill + 1}")
             recoveries.append(streams.first_arrival_after(killed_at) - killed_at)
         got = streams.join(STREAM_S)
@@ -208,7 +158,7 @@ def test_a_hung_worker_is_named_within_the_hang_timeout(request, tmp_path, tc, t
     with tc.Client(server.address, max_resumes=0) as client:
         undisturbed = Streams(client, reqs).join(STREAM_S)
         streams = Streams(client, reqs)
-        _wait_for(lambda: streams.tokens() >= 8, 60, "the streams to start")
+        wait_for(lambda: streams.tokens() >= 8, 60, "the streams to start")
         os.kill(procs[1].pid, signal.SIGSTOP)
         stopped = time.monotonic()
         try:
@@ -376,7 +326,7 @@ def test_a_kill_during_load_costs_one_load(request, tmp_path_factory, tpserve_bi
         os.kill(children[-1][0], signal.SIGKILL)
         if second_kill:
             # The surviving rank has begun loading the new world: kill the other one then.
-            _wait_for(lambda: "Init: rank" in server.log_tail(1 << 24)[mark:], 60,
+            wait_for(lambda: "Init: rank" in server.log_tail(1 << 24)[mark:], 60,
                       "the rebuild's Init")
             time.sleep(0.3)
             children = serve_procs.children_of(server.pid)
