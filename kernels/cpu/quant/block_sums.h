@@ -61,10 +61,24 @@ struct FloatBlocks {
 // converts them together, every input long ready. The bits are the same.
 struct FixedLoneBlocks;
 
-struct FixedBlocks {
+// What the fixed accumulators share: their output, their tile of one accumulator, a block into
+// the granule's chain (acc.part), and the 8 int64 sums out.
+struct FixedChain {
   using Out = int64_t;
   using Lone = FixedLoneBlocks;
   static constexpr bool kGranules = true;
+  template <class Acc>
+  [[gnu::always_inline]] static void Add(Acc& acc, __m256i isum, __m256 dw, __m256 dx, __m256 mw,
+                                         __m256 dsx, bool offset) {
+    acc.part = BlockStep(acc.part, isum, dw, dx, mw, dsx, offset);
+  }
+  [[gnu::always_inline]] static void StoreFixed8(__m256i lo, __m256i hi, int64_t* out) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4), hi);
+  }
+};
+
+struct FixedBlocks : FixedChain {
   struct Acc {
     __m256 part;     // the granule's chain so far (units of 2^-32)
     __m256i lo, hi;  // the fixed sums of the granules before: outputs 0..3, 4..7
@@ -72,29 +86,21 @@ struct FixedBlocks {
   [[gnu::always_inline]] static Acc Zero() {
     return {_mm256_setzero_ps(), _mm256_setzero_si256(), _mm256_setzero_si256()};
   }
-  [[gnu::always_inline]] static void Add(Acc& acc, __m256i isum, __m256 dw, __m256 dx, __m256 mw,
-                                         __m256 dsx, bool offset) {
-    acc.part = BlockStep(acc.part, isum, dw, dx, mw, dsx, offset);
-  }
   [[gnu::always_inline]] static void Flush(Acc& acc) {
     AddFixed8(acc.part, &acc.lo, &acc.hi);
     acc.part = _mm256_setzero_ps();
   }
   // After the last granule's Flush.
   [[gnu::always_inline]] static void Store(Acc& acc, int64_t* out) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), acc.lo);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4), acc.hi);
+    StoreFixed8(acc.lo, acc.hi, out);
   }
 };
 
-struct FixedLoneBlocks {
-  using Out = int64_t;
-  using Lone = FixedLoneBlocks;
-  static constexpr bool kGranules = true;
+struct FixedLoneBlocks : FixedChain {
   struct Acc {
     __m256 part;     // the granule's chain so far (units of 2^-32)
     __m256i lo, hi;  // the int64 sums of the runs before: outputs 0..3, 4..7
-    int run;         // granule chains in chains
+    int run;         // granule chains held in `chains`
     alignas(32) float chains[kFixedRun][8];
   };
   [[gnu::always_inline]] static Acc Zero() {
@@ -104,10 +110,6 @@ struct FixedLoneBlocks {
     acc.run = 0;
     return acc;
   }
-  [[gnu::always_inline]] static void Add(Acc& acc, __m256i isum, __m256 dw, __m256 dx, __m256 mw,
-                                         __m256 dsx, bool offset) {
-    acc.part = BlockStep(acc.part, isum, dw, dx, mw, dsx, offset);
-  }
   [[gnu::always_inline]] static void Flush(Acc& acc) {
     _mm256_store_ps(acc.chains[acc.run], acc.part);
     acc.part = _mm256_setzero_ps();
@@ -116,8 +118,7 @@ struct FixedLoneBlocks {
   // After the last granule's Flush.
   [[gnu::always_inline]] static void Store(Acc& acc, int64_t* out) {
     Convert(acc);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), acc.lo);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4), acc.hi);
+    StoreFixed8(acc.lo, acc.hi, out);
   }
 
  private:
