@@ -47,7 +47,7 @@ COPY server server
 COPY clients/cpp clients/cpp
 COPY tests/tools tests/tools
 COPY deploy/healthcheck.py deploy/runtime-packages.sh deploy/
-RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPSERVE_CUDA=OFF \
+RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPSERVE_DEBUG_INFO=none -DTPSERVE_CUDA=OFF \
       -DTPSERVE_TESTS=OFF -DTPSERVE_BENCH=OFF \
  && cmake --build /build --target tpserve -j"$(nproc)" \
  && install -D -m 0755 -s /build/server/tpserve /out/tpserve \
@@ -98,7 +98,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPSERVE_CUDA=ON \
+RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPSERVE_DEBUG_INFO=none -DTPSERVE_CUDA=ON \
       "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES}" -DTPSERVE_TESTS=OFF -DTPSERVE_BENCH=OFF \
  && cmake --build /build --target tpserve -j"$(nproc)" \
  && install -D -m 0755 -s /build/server/tpserve /out/tpserve \

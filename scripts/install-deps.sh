@@ -6,7 +6,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 
 apt_packages=(
   build-essential cmake ninja-build pkg-config git unzip
-  clang clang-format clang-tidy libclang-rt-14-dev
+  clang clang-format clang-tidy-22 libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libgloo-dev nlohmann-json3-dev libgoogle-glog-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev libpcre2-dev libssl-dev openssl

@@ -152,6 +152,7 @@ void WorkerProcesses::Kill(int rank) {
 std::vector<std::string> WorkerProcesses::addresses() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::string> out;
+  out.reserve(children_.size());
   for (const Child& c : children_) out.push_back(absl::StrCat("127.0.0.1:", c.port));
   return out;
 }

@@ -69,10 +69,12 @@ int64_t Speculator::DraftLength(const Sequence& seq, int64_t batch, int64_t limi
   const double alpha = state.acceptance();
   const int64_t most = std::min<int64_t>(options_.max_draft, limit);
   int64_t k = 0;
-  for (double chance = alpha; k < most && chance >= kMinChance; chance *= alpha) {
+  double chance = alpha;  // that the next proposal is kept: every earlier one was, too
+  while (k < most && chance >= kMinChance) {
     const double cost = cost_.Added(at + static_cast<double>(k), 1.0) + draft_cost_;
     if (cost_.Known() && chance * per_token < kMargin * cost) break;
     ++k;
+    chance *= alpha;
   }
   if (k == 0) {
     if (++state.idle < (sure_pays ? kProbeEvery : kProbeEvery * std::max<int64_t>(1, batch))) {

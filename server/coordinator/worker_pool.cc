@@ -227,6 +227,7 @@ std::vector<int> WorkerPool::world_members() const {
 std::vector<bool> WorkerPool::ProbeWorkers(const std::vector<int>& which) const {
   std::vector<bool> answers(which.size(), false);
   std::vector<std::thread> dials;
+  dials.reserve(which.size());
   for (size_t i = 0; i < which.size(); ++i) {
     dials.emplace_back([this, &answers, i, worker = which[i]] {
       const std::shared_ptr<grpc::Channel> channel =

@@ -56,6 +56,7 @@ void SplitUtf8(uint32_t lo, uint32_t hi, std::vector<std::vector<Range>>* out) {
   AppendUtf8(lo, &a);
   AppendUtf8(hi, &b);
   std::vector<Range> seq;
+  seq.reserve(a.size());
   for (size_t i = 0; i < a.size(); ++i) {
     seq.emplace_back(static_cast<uint8_t>(a[i]), static_cast<uint8_t>(b[i]));
   }

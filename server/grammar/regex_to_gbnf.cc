@@ -663,6 +663,7 @@ class Emitter {
       case Node::Kind::kAlt: {
         if (n.kids.empty()) return kNothing;
         std::vector<std::string> alts;
+        alts.reserve(n.kids.size());
         for (const NodePtr& k : n.kids) alts.push_back(Expr(*k, Context::kSequence));
         std::string text = absl::StrJoin(alts, " | ");
         return context == Context::kTop ? text : absl::StrCat("(", text, ")");

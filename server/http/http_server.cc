@@ -437,7 +437,7 @@ void HttpServer::Serve(Connection* c, int fd, bool busy) {
   asio::io_context io;
   beast::tcp_stream tcp_stream(io);
   beast::error_code assigned;
-  tcp_stream.socket().assign(impl_->protocol(), fd, assigned);
+  (void)tcp_stream.socket().assign(impl_->protocol(), fd, assigned);
   if (assigned) LOG(WARNING) << "HTTP port: a connection's socket: " << assigned.message();
   // Whatever one connection's bytes or handler throw ends that connection, not the server.
   if (!assigned) {
@@ -458,8 +458,8 @@ void HttpServer::Serve(Connection* c, int fd, bool busy) {
     c->fd = -1;  // Shutdown no longer touches it: the number may be reused once closed
   }
   beast::error_code ignored;
-  tcp_stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  tcp_stream.socket().close(ignored);
+  (void)tcp_stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  (void)tcp_stream.socket().close(ignored);
   if (assigned) ::close(fd);
   c->done.store(true, std::memory_order_release);
 }

@@ -46,7 +46,7 @@ absl::StatusOr<std::string> ModelRoot::Resolve(const std::string& path) const {
     return absl::FailedPreconditionError(
         "Init: this worker loads no model: it was started without --model_root (or --model)");
   }
-  const std::string real = path.empty() ? std::string() : RealPath(path);
+  std::string real = path.empty() ? std::string() : RealPath(path);
   const bool under = !real.empty() && (real == dir_ || dir_ == "/" ||
                                        absl::StartsWith(real, absl::StrCat(dir_, "/")));
   if (!under || ::access(real.c_str(), R_OK) != 0) {

@@ -66,7 +66,7 @@ absl::StatusOr<ShmSegment> ShmSegment::Open(const std::string& name, size_t byte
   if (fd < 0) return Errno("open", name);
   struct stat st = {};
   if (fstat(fd, &st) != 0) {
-    const absl::Status status = Errno("stat", name);
+    absl::Status status = Errno("stat", name);
     close(fd);
     return status;
   }

@@ -120,6 +120,7 @@ class SafetensorsWeightSource : public WeightSource {
 
   std::vector<std::string> Names() const override {
     std::vector<std::string> names;
+    names.reserve(tensors_.size());
     for (const auto& [name, m] : tensors_) names.push_back(name);
     std::sort(names.begin(), names.end());
     return names;
