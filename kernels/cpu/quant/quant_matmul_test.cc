@@ -378,8 +378,8 @@ class QuantMatmulFixedTest : public ::testing::TestWithParam<WeightFormat> {};
 // Each sum is the sum of its granules' own chains, each granule computed alone (a QuantMatmul of
 // the granule's columns is that granule's float chain from 0) and converted by ToFixed; and the
 // float it stands for is the whole float chain's value, to its rounding.
-// Rows of more than kFixedRun granules, too (a lone row's tile converts its chains in runs of
-// that many, block_sums.h).
+// Rows of more than kFixedRun granules, too (a lone row's tile and Rows8 convert their chains in
+// runs of that many, block_sums.h: m = 9 is a Rows8 tile and a lone row).
 TEST_P(QuantMatmulFixedTest, SumsEachGranulesOwnChain) {
   const WeightFormat format = GetParam();
   ThreadPool two(2);

@@ -158,10 +158,11 @@ inline constexpr int64_t kRows8ScaleBlocks = 128;
 // (<= kRows8Width). w: nr rows of w_stride bytes; x: groups x kb interleaved blocks. The tile's
 // weight rows stay in L1 while every group sweeps them; their scales are decoded once per
 // tile (when kb <= kRows8ScaleBlocks), into the same floats Cols8 computes.
-template <class B, class P, class A>
+template <class B, class P, class Adder>
 [[gnu::always_inline]] inline void Rows8Body(const uint8_t* w, int64_t w_stride, int nr,
                                              const Q8Block8* x, int64_t groups, int64_t kb,
-                                             typename A::Out* y, int64_t ldy, int64_t granule) {
+                                             typename Adder::Out* y, int64_t ldy, int64_t granule) {
+  using A = typename Adder::Rows;  // Rows8's accumulators (block_sums.h)
   constexpr int NR = kRows8Width;
   const uint8_t* rows[NR];
 #pragma GCC unroll 4
