@@ -24,6 +24,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/quant/fixed_sum.h"
 
@@ -60,7 +61,7 @@ struct FloatBlocks {
 // accumulator, which has little else to issue, that was most of the path's cost. So
 // FixedBlocks converts at once, through doubles (AddFixed8: for ColsN and Interleaved8, whose
 // many accumulators leave no registers spare); FixedRunBlocks, for Rows8 (A::Rows: 4
-// accumulators), converts at once into int32 parts (AddFixedParts8: fewer operations, 4-6%
+// accumulators), converts at once into int32 parts (AddFixedParts8: fewer operations, 3-5%
 // off Rows8's exact matmul), widened to int64 once a run; and FixedLoneBlocks, for the tiles
 // of one (A::Lone), keeps a run's granule chains in a buffer and converts them together, every
 // input long ready. The bits are the same.
@@ -127,8 +128,7 @@ struct FixedRunBlocks : FixedChain {
   // After the last granule's Flush.
   [[gnu::always_inline]] static void Store(Acc& acc, int64_t* out) {
     Widen(acc);
-    StoreFixed8(_mm256_load_si256(reinterpret_cast<const __m256i*>(acc.sums)),
-                _mm256_load_si256(reinterpret_cast<const __m256i*>(acc.sums + 4)), out);
+    std::memcpy(out, acc.sums, sizeof(acc.sums));
   }
 
  private:
