@@ -174,13 +174,20 @@ def test_a_flapping_worker_causes_a_bounded_number_of_rebuilds(request, tmp_path
         assert "error" not in done and len(done["ids"]) == 128, done
     log = server.log_path.read_text(errors="replace")
     worlds = re.findall(r"world generation \d+ up: (\d) of 2", log)
-    # Unbounded, each flap would rebuild twice (shrink, grow): 1 + 2 * flaps worlds. With the
-    # doubling hold: the first world, a shrink and a grow for the first flaps, then the
-    # worker stays out until it has answered for longer than it flaps.
-    assert len(worlds) <= 6, f"{len(worlds)} worlds for {flaps} flaps: {worlds}"
-    assert worlds[-1] == "2", worlds
+    # Each world's end is logged twice (the pool, then the engine): one per generation.
+    downs = dict(re.findall(r"world generation (\d+) is down: (.*)", log))
+    grows = [g for g, why in downs.items() if why.endswith("growing the world back")]
+    # Unbounded, each flap would try to grow the world back once it answers (5 tries, each
+    # followed by a shrink when the kill comes). With the doubling hold (1 s, then 2 s, ...,
+    # against 1.5 s up per flap), at most the first flap's try, one that may land on the next
+    # kill, and the last one once it answers steadily. Worlds rebuilt for other reasons (a rank
+    # starved past the hang timeout on a loaded machine) are not the flapping's and are not
+    # counted against it; the reasons are all shown on failure.
+    assert len(grows) <= 3, f"{len(grows)} tries to grow back for {flaps} flaps: {downs}"
+    assert worlds[-1] == "2", f"{worlds}: {downs}"
     _record({"flapping_worker": {"flaps": flaps, "flap_period_s": 3.0, "worlds_built":
-                                 len(worlds), "unbounded_would_be": 1 + 2 * flaps}})
+                                 len(worlds), "tries_to_grow": len(grows),
+                                 "unbounded_tries_would_be": flaps}})
 
 
 @pytest.mark.parametrize("bad", [0, 4])
