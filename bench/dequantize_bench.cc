@@ -43,10 +43,12 @@ std::vector<uint8_t> RandomTensor(const GgmlTypeInfo& type) {
         PutHalf(blk, static_cast<uint16_t>(0x3C00 | (rng() & 0x7F)));
         break;
       case GgmlType::kQ4_0:
+      case GgmlType::kQ5_0:
       case GgmlType::kQ8_0:
         PutHalf(blk, SaneHalf(rng));
         break;
       case GgmlType::kQ4_1:
+      case GgmlType::kQ5_1:
       case GgmlType::kQ4_K:
       case GgmlType::kQ5_K:
         PutHalf(blk, SaneHalf(rng));
@@ -88,6 +90,8 @@ BENCHMARK(BM_Dequantize)
     ->Arg(static_cast<int>(GgmlType::kQ8_0))
     ->Arg(static_cast<int>(GgmlType::kQ4_0))
     ->Arg(static_cast<int>(GgmlType::kQ4_1))
+    ->Arg(static_cast<int>(GgmlType::kQ5_0))
+    ->Arg(static_cast<int>(GgmlType::kQ5_1))
     ->Arg(static_cast<int>(GgmlType::kQ4_K))
     ->Arg(static_cast<int>(GgmlType::kQ5_K))
     ->Arg(static_cast<int>(GgmlType::kQ6_K))

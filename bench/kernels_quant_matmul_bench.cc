@@ -1,5 +1,5 @@
 // QuantMatmul throughput on SmolLM2-135M weight shapes, weights kept in their blocks (Q4_1,
-// Q8_0), per instruction set of the integer tiles (AVX2, AVX-512 VNNI where the machine has
+// Q8_0, Q5_0, Q5_1), per instruction set of the integer tiles (AVX2, AVX-512 VNNI where the machine has
 // it), m = 1, 16, 128, 1 and 2 threads. Counters: GB/s of weights read (m = 1 streams them
 // from DRAM: compare with bandwidth_bench) and GMAC/s (m n k per call). Weights smaller than
 // the 32 MiB L3 are replicated to >= 256 MiB and cycled, as a forward pass over 30 layers.
@@ -22,7 +22,7 @@ namespace k = tpserve::kernels::cpu;
 constexpr int64_t kWorkingSetBytes = int64_t{256} << 20;
 
 // n rows of k values of `format` with random quants and scales of about 0.01 (f16 0x211F);
-// Q4_1's mins at -0.08 (0xAD1F).
+// Q4_1's and Q5_1's mins at -0.08 (0xAD1F).
 std::vector<uint8_t> RandomWeights(k::WeightFormat format, int64_t rows, int64_t cols) {
   const k::FormatKernels& f = k::FormatKernelsFor(format);
   std::vector<uint8_t> w(static_cast<size_t>(rows * k::RowBytes(format, cols)));
@@ -31,7 +31,9 @@ std::vector<uint8_t> RandomWeights(k::WeightFormat format, int64_t rows, int64_t
   const uint16_t d = 0x211F, m = 0xAD1F;
   for (size_t off = 0; off < w.size(); off += static_cast<size_t>(f.block_bytes)) {
     std::memcpy(&w[off], &d, 2);
-    if (format == k::WeightFormat::kQ4_1) std::memcpy(&w[off + 2], &m, 2);
+    if (format == k::WeightFormat::kQ4_1 || format == k::WeightFormat::kQ5_1) {
+      std::memcpy(&w[off + 2], &m, 2);
+    }
   }
   return w;
 }
@@ -97,7 +99,8 @@ void BM_QuantMatmul(benchmark::State& state) {
 
 void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"format", "isa", "n", "k", "m", "threads", "sums"});
-  for (k::WeightFormat format : {k::WeightFormat::kQ4_1, k::WeightFormat::kQ8_0}) {
+  for (k::WeightFormat format : {k::WeightFormat::kQ4_1, k::WeightFormat::kQ8_0,
+                                 k::WeightFormat::kQ5_0, k::WeightFormat::kQ5_1}) {
     for (k::QuantIsa isa : {k::QuantIsa::kAvx2, k::QuantIsa::kAvx512Vnni}) {
       for (int threads : {1, 2}) {
         for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 128}) {

@@ -2,7 +2,8 @@
 """requantize: rewrite a GGUF model with its 2-D weights in another quantisation type, so the
 benchmarks and tests can run more than one weight type on real weights.
 
-  .venv/bin/python scripts/requantize.py IN.gguf OUT.gguf --type Q8_0|Q4_0|Q4_1 [--layers K]
+  .venv/bin/python scripts/requantize.py IN.gguf OUT.gguf --type Q8_0|Q4_0|Q4_1|Q5_0|Q5_1
+      [--layers K]
 
 With --layers K, OUT keeps only the first K transformer blocks (blk.0 .. blk.K-1) and says so
 in {arch}.block_count: a smaller model with the real tokenizer, embedding and first layers,
@@ -11,7 +12,8 @@ e.g. one that fits where the full file cannot travel (the GPU check's bundle).
 What OUT holds:
   * Every metadata key/value of IN, in IN's order and with the same value types (strings and
     string arrays such as tokenizer.ggml.tokens byte for byte), except general.file_type, which
-    is set to llama.cpp's LLAMA_FTYPE for the target (Q4_0=2, Q4_1=3, Q8_0=7).
+    is set to llama.cpp's LLAMA_FTYPE for the target (Q4_0=2, Q4_1=3, Q8_0=7, Q5_0=8,
+    Q5_1=9).
   * The tensors of IN, in IN's order, with IN's names and dims:
       - 1-D tensors (norms) as F32 (copied when already F32, else dequantised);
       - every tensor of 2 or more dims dequantised (gguf.quants.dequantize) and quantised
@@ -40,11 +42,13 @@ import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as QT, GGUFValueType as VT
 
-TARGETS = {"Q4_0": QT.Q4_0, "Q4_1": QT.Q4_1, "Q8_0": QT.Q8_0}
+TARGETS = {"Q4_0": QT.Q4_0, "Q4_1": QT.Q4_1, "Q8_0": QT.Q8_0, "Q5_0": QT.Q5_0, "Q5_1": QT.Q5_1}
 # llama.cpp LLAMA_FTYPE_MOSTLY_* (gguf.LlamaFileType) for general.file_type.
 FILE_TYPES = {QT.Q4_0: int(gguf.LlamaFileType.MOSTLY_Q4_0),
               QT.Q4_1: int(gguf.LlamaFileType.MOSTLY_Q4_1),
-              QT.Q8_0: int(gguf.LlamaFileType.MOSTLY_Q8_0)}
+              QT.Q8_0: int(gguf.LlamaFileType.MOSTLY_Q8_0),
+              QT.Q5_0: int(gguf.LlamaFileType.MOSTLY_Q5_0),
+              QT.Q5_1: int(gguf.LlamaFileType.MOSTLY_Q5_1)}
 FILE_TYPE_KEY = gguf.Keys.General.FILE_TYPE            # "general.file_type"
 ARCH_KEY = gguf.Keys.General.ARCHITECTURE              # "general.architecture"
 ALIGNMENT_KEY = gguf.Keys.General.ALIGNMENT            # "general.alignment"

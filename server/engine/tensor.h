@@ -14,7 +14,7 @@
 
 namespace tpserve::engine {
 
-enum class DType { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ4_K, kQ5_K, kQ6_K, kI64 };
+enum class DType { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ4_K, kQ5_K, kQ6_K, kI64 };
 
 // The kernels' format of the same layout.
 inline kernels::cpu::WeightFormat FormatOf(DType t) {
@@ -32,6 +32,10 @@ inline kernels::cpu::WeightFormat FormatOf(DType t) {
       return WeightFormat::kQ4_0;
     case DType::kQ4_1:
       return WeightFormat::kQ4_1;
+    case DType::kQ5_0:
+      return WeightFormat::kQ5_0;
+    case DType::kQ5_1:
+      return WeightFormat::kQ5_1;
     case DType::kQ4_K:
       return WeightFormat::kQ4_K;
     case DType::kQ5_K:
@@ -60,6 +64,10 @@ inline DType DTypeOf(kernels::cpu::WeightFormat f) {
       return DType::kQ4_0;
     case WeightFormat::kQ4_1:
       return DType::kQ4_1;
+    case WeightFormat::kQ5_0:
+      return DType::kQ5_0;
+    case WeightFormat::kQ5_1:
+      return DType::kQ5_1;
     case WeightFormat::kQ4_K:
       return DType::kQ4_K;
     case WeightFormat::kQ5_K:

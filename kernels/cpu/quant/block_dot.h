@@ -61,6 +61,41 @@ inline __m256i NibbleGroup4(const uint8_t* qs, int g) {
   return _mm256_and_si256(nib, _mm256_set1_epi8(0x0F));
 }
 
+// The 5-bit quants of Q5_0 / Q5_1 (32 values): the low 4 bits from the 16 bytes qs (as
+// UnpackNibbles orders them), bit 4 of value j from bit j of the little-endian uint32 at qh.
+inline void FiveBitQuants(const uint8_t* qh, const uint8_t* qs, uint8_t q[32]) {
+  uint32_t h;
+  std::memcpy(&h, qh, sizeof(h));
+  for (int j = 0; j < 16; ++j) {
+    q[j] = static_cast<uint8_t>((qs[j] & 0xF) | (((h >> j) & 1) << 4));
+    q[j + 16] = static_cast<uint8_t>((qs[j] >> 4) | (((h >> (j + 16)) & 1) << 4));
+  }
+}
+
+// The same as 32 bytes 0..31, in value order.
+inline __m256i UnpackFiveBits(const uint8_t* qh, const uint8_t* qs) {
+  int32_t h;
+  std::memcpy(&h, qh, sizeof(h));
+  // Byte j takes qh's byte j / 8, then keeps its bit j % 8.
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(h), _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                              0x0101010101010101, 0x0000000000000000));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_or_si256(UnpackNibbles(qs), _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+}
+
+// Values 4g .. 4g+3 of UnpackFiveBits(qh, qs) broadcast to 8 lanes (g a constant once unrolled).
+inline __m256i FiveBitGroup4(const uint8_t* qh, const uint8_t* qs, int g) {
+  uint32_t h, v;
+  std::memcpy(&h, qh, sizeof(h));
+  std::memcpy(&v, qs + 4 * (g % 4), sizeof(v));
+  const uint32_t nibbles = (g < 4 ? v : v >> 4) & 0x0F0F0F0Fu;
+  // Bit i of the 4 (i < 4) lands on bit 8i (the shifted copies never overlap), then bit 4.
+  const uint32_t high = ((((h >> (4 * g)) & 0xFu) * 0x00204081u) & 0x01010101u) << 4;
+  return _mm256_set1_epi32(static_cast<int32_t>(nibbles | high));
+}
+
 // An unaligned half at p through F16C (exact for the finite scales of a validated file).
 inline float LoadF16Fast(const uint8_t* p) {
   uint16_t h;

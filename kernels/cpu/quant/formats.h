@@ -1,7 +1,7 @@
 // File: kernels/cpu/quant/formats.h
 //
 // Weight formats the CPU kernels compute on, kept in their file's blocks (ggml's layouts,
-// ggml-common.h): F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K. One file per format
+// ggml-common.h): F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K. One file per format
 // (<format>.cc) defines its FormatKernels: how to dequantise its blocks and the dot-product tile
 // that quant_matmul.h drives. FormatKernelsFor() is the table keyed by format.
 //
@@ -29,7 +29,19 @@
 
 namespace tpserve::kernels::cpu {
 
-enum class WeightFormat : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ4_K, kQ5_K, kQ6_K };
+enum class WeightFormat : uint8_t {
+  kF32,
+  kF16,
+  kBF16,
+  kQ8_0,
+  kQ4_0,
+  kQ4_1,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
+  kQ5_0,
+  kQ5_1,
+};
 
 // Converts n_blocks consecutive blocks at src into n_blocks * block_values floats at dst,
 // exactly as ggml's reference dequantisation rounds. No checks.
@@ -117,10 +129,10 @@ inline constexpr int64_t kInterleaved8Rows = 8;
 struct FormatKernels {
   WeightFormat format;
   const char* name;      // "Q4_1", ...
-  int64_t block_values;  // 1 for F32/F16/BF16, 32 for Q*_0/Q4_1, 256 for K-quants
+  int64_t block_values;  // 1 for F32/F16/BF16, 32 for Q*_0/Q*_1, 256 for K-quants
   int64_t block_bytes;
   DequantizeFn dequantize;
-  const Tiles32* tiles32;            // Q4_0, Q4_1, else null
+  const Tiles32* tiles32;            // Q4_0, Q4_1, Q5_0, Q5_1, else null
   QuantTileFn quant_tile;            // K-quants, else null
   FloatTileFn float_tile;            // float formats other than F32 (x as f32), else null
   const Interleaved8* interleaved8;  // Q8_0: its rows packed for its tiles, else null
@@ -147,6 +159,8 @@ extern const FormatKernels kBF16Kernels;
 extern const FormatKernels kQ8_0Kernels;
 extern const FormatKernels kQ4_0Kernels;
 extern const FormatKernels kQ4_1Kernels;
+extern const FormatKernels kQ5_0Kernels;
+extern const FormatKernels kQ5_1Kernels;
 extern const FormatKernels kQ4_KKernels;
 extern const FormatKernels kQ5_KKernels;
 extern const FormatKernels kQ6_KKernels;

@@ -23,6 +23,7 @@ void DequantizeQ4_1(const uint8_t* src, int64_t n_blocks, float* dst) {
 struct Q4_1Block {
   static constexpr int kBytes = 20;
   static constexpr bool kSigned = false;
+  static constexpr int kQuantBits = 4;
   static constexpr bool kOffset = true;
   static __m256i Quants(const uint8_t* blk) { return UnpackNibbles(blk + 4); }
   static __m256i Group4(const uint8_t* blk, int g) { return NibbleGroup4(blk + 4, g); }

@@ -72,6 +72,10 @@ const FormatKernels& FormatKernelsFor(WeightFormat format) {
       return kQ4_0Kernels;
     case WeightFormat::kQ4_1:
       return kQ4_1Kernels;
+    case WeightFormat::kQ5_0:
+      return kQ5_0Kernels;
+    case WeightFormat::kQ5_1:
+      return kQ5_1Kernels;
     case WeightFormat::kQ4_K:
       return kQ4_KKernels;
     case WeightFormat::kQ5_K:

@@ -51,7 +51,7 @@ void QuantMatmul(WeightFormat format, const float* x, const uint8_t* w, float* y
 // FixedBlocks), as int64. So a rank's sums over its slice of k, whole granules, added to the
 // other ranks' in any order (an int64 all-reduce), equal the sums of the whole row;
 // FixedToFloat turns them into f32. Arguments as QuantMatmul's but y: [m, n] int64. Formats
-// with HasFixedSums only (the 32-value integer formats: Q4_0, Q4_1, Q8_0).
+// with HasFixedSums only (the 32-value integer formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0).
 bool HasFixedSums(WeightFormat format);
 void QuantMatmulFixed(WeightFormat format, const float* x, const uint8_t* w, int64_t* y, int64_t m,
                       int64_t n, int64_t k, int64_t granule, ThreadPool* pool,

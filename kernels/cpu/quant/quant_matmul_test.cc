@@ -27,9 +27,10 @@ namespace {
 using testing::BitEqual;
 using testing::RandomVector;
 
-constexpr WeightFormat kFormats[] = {WeightFormat::kF16,  WeightFormat::kBF16, WeightFormat::kQ8_0,
-                                     WeightFormat::kQ4_0, WeightFormat::kQ4_1, WeightFormat::kQ4_K,
-                                     WeightFormat::kQ5_K, WeightFormat::kQ6_K};
+constexpr WeightFormat kFormats[] = {
+    WeightFormat::kF16,  WeightFormat::kBF16, WeightFormat::kQ8_0, WeightFormat::kQ4_0,
+    WeightFormat::kQ4_1, WeightFormat::kQ5_0, WeightFormat::kQ5_1, WeightFormat::kQ4_K,
+    WeightFormat::kQ5_K, WeightFormat::kQ6_K};
 
 bool IsInteger(WeightFormat f) {
   const FormatKernels& k = FormatKernelsFor(f);
@@ -69,11 +70,16 @@ std::vector<uint8_t> RandomRows(WeightFormat format, int64_t n, int64_t k, uint3
       }
       case WeightFormat::kQ8_0:
       case WeightFormat::kQ4_0:
+      case WeightFormat::kQ5_0:
         PutHalf(blk, scale(gen));
         break;
       case WeightFormat::kQ4_1:
         PutHalf(blk, scale(gen));
         PutHalf(blk + 2, -8 * scale(gen));
+        break;
+      case WeightFormat::kQ5_1:
+        PutHalf(blk, scale(gen));
+        PutHalf(blk + 2, -16 * scale(gen));
         break;
       case WeightFormat::kQ4_K:
       case WeightFormat::kQ5_K:
@@ -278,10 +284,65 @@ TEST(Interleaved8Test, FollowsTheScalarSequenceBitForBit) {
   }
 }
 
+// Q5_0 and Q5_1 follow tile32.h's sequence bit for bit on every tile (m = 1: Cols8; 3: ColsN; 8
+// and 11: Rows8 and the rows it leaves), including rows of all-31 quants against x rows at
+// +-127, where unsigned 5-bit products would overflow int16 sums of a whole block.
+TEST(FiveBitTest, FollowsTheScalarSequenceBitForBit) {
+  const int64_t n = 13, k = 9 * 32, kb = k / 32;
+  ThreadPool two(2);
+  QuantScratch scratch;
+  for (WeightFormat format : {WeightFormat::kQ5_0, WeightFormat::kQ5_1}) {
+    const FormatKernels& f = FormatKernelsFor(format);
+    const int qh_at = format == WeightFormat::kQ5_0 ? 2 : 4;
+    std::vector<uint8_t> rows = RandomRows(format, n, k, 31);
+    for (int64_t j = 0; j < n; j += 3) {  // every third row: all quants 31
+      for (int64_t b = 0; b < kb; ++b) {
+        std::memset(rows.data() + (j * kb + b) * f.block_bytes + qh_at, 0xFF, 20);
+      }
+    }
+    for (int64_t m : {1, 3, 8, 11}) {
+      std::vector<float> x = RandomVector(m * k, static_cast<uint32_t>(40 + m));
+      for (int64_t p = 0; p < k; ++p) x[p] = p % 64 < 32 ? 1.0f : -1.0f;  // row 0: q = +-127
+      std::vector<Q8Block> xq(static_cast<size_t>(m * kb));
+      QuantizeRowsQ8(x.data(), m, k, xq.data());
+      for (QuantIsa isa : {QuantIsa::kAvx2, QuantIsa::kAvx512Vnni}) {
+        if (isa == QuantIsa::kAvx512Vnni && BestQuantIsa() != QuantIsa::kAvx512Vnni) continue;
+        std::vector<float> y(static_cast<size_t>(m * n));
+        QuantMatmul(format, x.data(), Layout(format, rows, n, k).data(), y.data(), m, n, k, &two,
+                    &scratch, isa);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < kb; ++b) {
+              const uint8_t* blk = rows.data() + (j * kb + b) * f.block_bytes;
+              uint32_t qh;
+              std::memcpy(&qh, blk + qh_at, 4);
+              const Q8Block& xb = xq[i * kb + b];
+              int32_t isum = 0;
+              for (int l = 0; l < 32; ++l) {
+                const int nibble = l < 16 ? blk[qh_at + 4 + l] & 0xF : blk[qh_at + 4 + l - 16] >> 4;
+                isum += (nibble | static_cast<int>((qh >> l) & 1) << 4) * xb.q[l];
+              }
+              const float d = LoadF16(blk);
+              const float mw = format == WeightFormat::kQ5_0 ? -16.0f * d : LoadF16(blk + 2);
+              acc = std::fma(static_cast<float>(isum), d * xb.d, acc);
+              acc = std::fma(mw, xb.ds, acc);
+            }
+            ASSERT_EQ(std::memcmp(&acc, &y[i * n + j], sizeof(float)), 0)
+                << f.name << " m=" << m << " isa " << static_cast<int>(isa) << " at (" << i << ", "
+                << j << "): " << acc << " vs " << y[i * n + j];
+          }
+        }
+      }
+    }
+  }
+}
+
 // --- QuantMatmulFixed --------------------------------------------------------------------------
 
 constexpr WeightFormat kFixedFormats[] = {WeightFormat::kQ8_0, WeightFormat::kQ4_0,
-                                          WeightFormat::kQ4_1};
+                                          WeightFormat::kQ4_1, WeightFormat::kQ5_0,
+                                          WeightFormat::kQ5_1};
 
 // Blocks [b0, b1) of each of the n rows (the file's layout) of a 32-value block format.
 std::vector<uint8_t> BlockColumns(WeightFormat format, const std::vector<uint8_t>& rows, int64_t n,
@@ -491,7 +552,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantMatmulFixedTest, ::testing::ValuesIn(kFix
 TEST(QuantMatmulFixedTest, OnlyTheThirtyTwoValueIntegerFormats) {
   for (WeightFormat format : kFormats) {
     const bool want = format == WeightFormat::kQ8_0 || format == WeightFormat::kQ4_0 ||
-                      format == WeightFormat::kQ4_1;
+                      format == WeightFormat::kQ4_1 || format == WeightFormat::kQ5_0 ||
+                      format == WeightFormat::kQ5_1;
     EXPECT_EQ(HasFixedSums(format), want) << FormatKernelsFor(format).name;
   }
   EXPECT_FALSE(HasFixedSums(WeightFormat::kF32));

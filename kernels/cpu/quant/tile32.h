@@ -1,6 +1,7 @@
 // File: kernels/cpu/quant/tile32.h
 //
-// The tiles of the integer formats with 32-value blocks in their file's layout (Q4_0, Q4_1; Q8_0
+// The tiles of the integer formats with 32-value blocks in their file's layout (Q4_0, Q4_1,
+// Q5_0, Q5_1; Q8_0
 // has its interleaved layout, interleaved8.h), for each instruction set the machine may have
 // (QuantIsa: AVX2, or AVX-512 VNNI). Header-only; included only by the formats' own .cc
 // files, compiled with -mavx2 -mfma -mf16c -ffp-contract=off; the VNNI instantiations turn on
@@ -8,7 +9,8 @@
 //
 // A format's Block (one per format file) provides:
 //   kBytes                     bytes per block;
-//   kSigned                    whether its quants are signed (-128..127) or not (0..15);
+//   kSigned                    whether its quants are signed (-128..127) or not;
+//   kQuantBits                 unsigned quants' width: 4 (0..15) or 5 (0..31);
 //   kOffset                    whether values carry an offset m (value = d * q + m);
 //   Block::Quants(blk)         the 32 quants as bytes, in value order;
 //   Block::Group4(blk, g)      quants 4g .. 4g+3 as 4 bytes, broadcast to 8 lanes;
@@ -83,17 +85,21 @@ struct Avx2Products {
     if constexpr (B::kSigned) {
       return _mm256_add_epi32(acc, DotS8S8(w4, x));
     } else {
-      // Pairs of 0..15 x -127..127 fit int16 eight groups over (8 * 2 * 15 * 127 < 32768).
+      // Pairs of 0..15 x -127..127 fit int16 eight groups over (8 * 2 * 15 * 127 < 32768), of
+      // 0..31 four groups over (4 * 2 * 31 * 127 < 32768): one chain of Rows8's two.
       return _mm256_add_epi16(acc, _mm256_maddubs_epi16(w4, x));
     }
   }
   template <class B>
   static __m256i Merge(__m256i a, __m256i b) {
-    return B::kSigned ? _mm256_add_epi32(a, b) : _mm256_add_epi16(a, b);
+    if constexpr (B::kSigned) return _mm256_add_epi32(a, b);
+    if constexpr (B::kQuantBits == 4) return _mm256_add_epi16(a, b);
+    const __m256i ones = _mm256_set1_epi16(1);  // 5 bits: the two chains widened first
+    return _mm256_add_epi32(_mm256_madd_epi16(a, ones), _mm256_madd_epi16(b, ones));
   }
   template <class B>
   static __m256i Finish(__m256i acc, __m256i /*qsum*/) {
-    if constexpr (B::kSigned) return acc;
+    if constexpr (B::kSigned || B::kQuantBits != 4) return acc;
     return _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
   }
   template <class B>

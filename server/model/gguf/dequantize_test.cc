@@ -120,6 +120,46 @@ TEST(DequantizeTest, Q4_1) {
   for (int j = 0; j < 16; ++j) EXPECT_EQ(out[j], j * 0.25f - 1.0f);
 }
 
+// Q5_0 / Q5_1 blocks' quants for the tests below: qs[j] = j | (15 - j) << 4 and qh = 0xAAAA5555
+// (bit j set for even j < 16 and odd j >= 16), so value j < 16 has q = j + 16 (j even) and value
+// 16 + j has q = 15 - j + 16 (j odd).
+int FiveBitQuant(int v) {
+  const int low = v < 16 ? v : 15 - (v - 16);
+  const bool high = v < 16 ? v % 2 == 0 : v % 2 == 1;
+  return low + (high ? 16 : 0);
+}
+void PutFiveBits(std::vector<uint8_t>& b, size_t qh_at) {
+  PutU16(b, qh_at, 0x5555);
+  PutU16(b, qh_at + 2, 0xAAAA);
+  for (int j = 0; j < 16; ++j) b[qh_at + 4 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+}
+
+TEST(DequantizeTest, Q5_0) {
+  // d = 0.5; value = (q - 16) * d.
+  std::vector<uint8_t> b(22);
+  PutU16(b, 0, kHalfHalf);
+  PutFiveBits(b, 2);
+  const std::vector<float> out = Dequantize(GgmlType::kQ5_0, b, 32);
+  EXPECT_EQ(out[0], 0.0f);    // q = 0 + 16
+  EXPECT_EQ(out[1], -7.5f);   // q = 1
+  EXPECT_EQ(out[16], -0.5f);  // q = 15
+  EXPECT_EQ(out[17], 7.0f);   // q = 14 + 16
+  for (int v = 0; v < 32; ++v) EXPECT_EQ(out[v], (FiveBitQuant(v) - 16) * 0.5f) << v;
+}
+
+TEST(DequantizeTest, Q5_1) {
+  // d = 0.25, m = -1; value = q * d + m.
+  std::vector<uint8_t> b(24);
+  PutU16(b, 0, kHalfQuarter);
+  PutU16(b, 2, kHalfMinusOne);
+  PutFiveBits(b, 4);
+  const std::vector<float> out = Dequantize(GgmlType::kQ5_1, b, 32);
+  EXPECT_EQ(out[0], 3.0f);   // 16 * 0.25 - 1
+  EXPECT_EQ(out[1], -0.75f);  // 1 * 0.25 - 1
+  EXPECT_EQ(out[17], 6.5f);  // 30 * 0.25 - 1
+  for (int v = 0; v < 32; ++v) EXPECT_EQ(out[v], FiveBitQuant(v) * 0.25f - 1.0f) << v;
+}
+
 TEST(DequantizeTest, Q8_0) {
   // d = 2; int8 qs = -128, -120, ..., value = q * d.
   std::vector<uint8_t> b(2 * 34);
@@ -274,8 +314,9 @@ TEST_P(SliceTest, SliceEqualsPartOfTheWholeTensor) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, SliceTest,
                          ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16,
-                                           GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0,
-                                           GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K));
+                                           GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                                           GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
+                                           GgmlType::kQ5_K, GgmlType::kQ6_K));
 
 TEST(DequantizeTest, SliceArgumentsAreChecked) {
   const GgmlTypeInfo q6k = Type(GgmlType::kQ6_K);

@@ -14,11 +14,13 @@ struct TypeFormat {
   GgmlType type;
   kernels::cpu::WeightFormat format;
 };
-constexpr std::array<TypeFormat, 9> kTypes = {{
+constexpr std::array<TypeFormat, 11> kTypes = {{
     {GgmlType::kF32, kernels::cpu::WeightFormat::kF32},
     {GgmlType::kF16, kernels::cpu::WeightFormat::kF16},
     {GgmlType::kQ4_0, kernels::cpu::WeightFormat::kQ4_0},
     {GgmlType::kQ4_1, kernels::cpu::WeightFormat::kQ4_1},
+    {GgmlType::kQ5_0, kernels::cpu::WeightFormat::kQ5_0},
+    {GgmlType::kQ5_1, kernels::cpu::WeightFormat::kQ5_1},
     {GgmlType::kQ8_0, kernels::cpu::WeightFormat::kQ8_0},
     {GgmlType::kQ4_K, kernels::cpu::WeightFormat::kQ4_K},
     {GgmlType::kQ5_K, kernels::cpu::WeightFormat::kQ5_K},
@@ -40,8 +42,8 @@ absl::StatusOr<GgmlTypeInfo> LookupGgmlType(uint32_t raw) {
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unsupported ggml type code ", raw,
-                   " (supported: F32=0, F16=1, Q4_0=2, Q4_1=3, Q8_0=8, Q4_K=12, Q5_K=13, "
-                   "Q6_K=14, BF16=30)"));
+                   " (supported: F32=0, F16=1, Q4_0=2, Q4_1=3, Q5_0=6, Q5_1=7, Q8_0=8, Q4_K=12, "
+                   "Q5_K=13, Q6_K=14, BF16=30)"));
 }
 
 absl::StatusOr<uint64_t> BytesForValues(const GgmlTypeInfo& info, uint64_t n_values) {

@@ -21,11 +21,12 @@ struct Expected {
 
 TEST(GgmlTypeTest, GeometryMatchesGgml) {
   // Sizes from ggml-common.h: sizeof(block_q4_0) = 2 + 16, block_q4_1 = 4 + 16,
-  // block_q8_0 = 2 + 32, block_q4_K = 4 + 12 + 128, block_q5_K = 4 + 12 + 32 + 128,
+  // block_q5_0 = 2 + 4 + 16, block_q5_1 = 4 + 4 + 16, block_q8_0 = 2 + 32, block_q4_K = 4 + 12 + 128, block_q5_K = 4 + 12 + 32 + 128,
   // block_q6_K = 128 + 64 + 16 + 2.
   const Expected kAll[] = {
       {0, GgmlType::kF32, "F32", 1, 4},        {1, GgmlType::kF16, "F16", 1, 2},
       {2, GgmlType::kQ4_0, "Q4_0", 32, 18},    {3, GgmlType::kQ4_1, "Q4_1", 32, 20},
+      {6, GgmlType::kQ5_0, "Q5_0", 32, 22},    {7, GgmlType::kQ5_1, "Q5_1", 32, 24},
       {8, GgmlType::kQ8_0, "Q8_0", 32, 34},    {12, GgmlType::kQ4_K, "Q4_K", 256, 144},
       {13, GgmlType::kQ5_K, "Q5_K", 256, 176}, {14, GgmlType::kQ6_K, "Q6_K", 256, 210},
       {30, GgmlType::kBF16, "BF16", 1, 2},
@@ -41,7 +42,7 @@ TEST(GgmlTypeTest, GeometryMatchesGgml) {
 }
 
 TEST(GgmlTypeTest, UnsupportedCodesAreNamed) {
-  for (uint32_t code : {4u, 6u, 7u, 9u, 10u, 11u, 15u, 29u, 31u, 0xFFFFFFFFu}) {
+  for (uint32_t code : {4u, 5u, 9u, 10u, 11u, 15u, 29u, 31u, 0xFFFFFFFFu}) {
     auto info = LookupGgmlType(code);
     ASSERT_FALSE(info.ok()) << code;
     EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument);

@@ -262,8 +262,8 @@ TEST(GgufFileTest, RefusesBadTensorInfos) {
                 "tensor 'tq' dims[0] = 31 is not a multiple of the Q4_0 block size 32");
   ExpectRefused(one({"tk", {32}, kQ4_K, std::string(144, '\0'), {}}),
                 "not a multiple of the Q4_K block size 256");
-  ExpectRefused(one({"tt", {4}, 7, "", {}}), "tensor 'tt' at offset");
-  ExpectRefused(one({"tt", {4}, 7, "", {}}), "unsupported ggml type code 7");
+  ExpectRefused(one({"tt", {4}, 9, "", {}}), "tensor 'tt' at offset");
+  ExpectRefused(one({"tt", {4}, 9, "", {}}), "unsupported ggml type code 9");
   ExpectRefused(one({"ta", {4}, kF32, F32Bytes({1, 2, 3, 4}), 8}),
                 "tensor 'ta' offset 8 is not a multiple of the alignment 32");
   ExpectRefused(one({"te", {4}, kF32, F32Bytes({1, 2, 3}), {}}),
