@@ -69,6 +69,20 @@ void RmsNorm(const float* x, const float* weight, float eps, float* out, int64_t
   });
 }
 
+void RmsNormHeads(float* x, int64_t row_stride, int64_t heads, int64_t head_dim,
+                  const float* weight, float eps, int64_t m, ThreadPool* pool) {
+  CHECK_GT(head_dim, 0);
+  CHECK_GE(row_stride, heads * head_dim);
+  ForRows(m, heads * head_dim, pool, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      for (int64_t h = 0; h < heads; ++h) {
+        float* head = x + r * row_stride + h * head_dim;  // [head_dim]
+        ScaleRow(head, weight, InvRms(head, head_dim, eps), head, head_dim);
+      }
+    }
+  });
+}
+
 void AddRmsNorm(float* residual, const float* x, const float* weight, float eps, float* out,
                 int64_t m, int64_t d, ThreadPool* pool) {
   CHECK_GT(d, 0);

@@ -66,5 +66,43 @@ TEST(RmsNormTest, BatchAndThreadInvariant) {
   }
 }
 
+// QK-norm over fused QKV rows: q's 4 heads and k's 1 head of 256 (Gemma 3 270M's shape) and
+// an odd head_dim, each head normalised in place as RmsNorm of it alone; v and the rest of the
+// row untouched; the same bits across m and threads.
+TEST(RmsNormTest, HeadsInPlaceInStridedRows) {
+  ThreadPool pool(2);
+  for (int64_t head_dim : {256, 17}) {
+    const int64_t q_heads = 4, kv_heads = 1;
+    const int64_t stride = (q_heads + 2 * kv_heads) * head_dim;  // [q | k | v]
+    for (int64_t m : {1, 70}) {
+      const std::vector<float> qkv = RandomVector(m * stride, 10 + m, -4, 4);  // [m, stride]
+      const std::vector<float> wq = RandomVector(head_dim, 11, 0.5f, 1.5f);
+      const std::vector<float> wk = RandomVector(head_dim, 12, 0.5f, 1.5f);
+      std::vector<float> got = qkv;
+      RmsNormHeads(got.data(), stride, q_heads, head_dim, wq.data(), 1e-6f, m, &pool);
+      RmsNormHeads(got.data() + q_heads * head_dim, stride, kv_heads, head_dim, wk.data(), 1e-6f,
+                   m, &pool);
+      std::vector<float> one(head_dim), ref(head_dim);
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t h = 0; h < q_heads + 2 * kv_heads; ++h) {
+          const float* in = &qkv[r * stride + h * head_dim];
+          const float* out = &got[r * stride + h * head_dim];
+          if (h >= q_heads + kv_heads) {  // v
+            ASSERT_TRUE(BitEqual(out, in, head_dim)) << "v changed, row " << r;
+            continue;
+          }
+          const float* w = h < q_heads ? wq.data() : wk.data();
+          RmsNorm(in, w, 1e-6f, one.data(), 1, head_dim);
+          ASSERT_TRUE(BitEqual(out, one.data(), head_dim)) << "row " << r << " head " << h;
+          reference::RmsNorm(in, w, 1e-6f, ref.data(), 1, head_dim);
+          for (int64_t i = 0; i < head_dim; ++i) {
+            ASSERT_NEAR(out[i], ref[i], RelTol(head_dim) * std::fabs(ref[i]) + 1e-30);
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tpserve::kernels::cpu
