@@ -92,11 +92,12 @@ void AccumulateValues(float* acc, float corr, const float* p, const float* v, in
 }
 
 // One unit: the query heads of KV heads [kv0, kv1) of one token attend to positions
-// [0, ctx_len) of its sequence. Blocks are walked once, all the unit's KV heads of a block
+// [first, ctx_len) of its sequence (first > 0 under a sliding window). Chunks stay aligned to
+// absolute multiples of block_size, the first one starting at `first`. Blocks are walked once, all the unit's KV heads of a block
 // together (they share cache lines); each query head's arithmetic is the same whatever the unit.
 //   q_tok, out_tok: [n_heads, head_dim] (this token); scores: [block_size] scratch;
 //   running_max, running_sum: [(kv1 - kv0) * group] scratch.
-void AttendUnit(const float* q_tok, int64_t ctx_len, const int32_t* block_table,
+void AttendUnit(const float* q_tok, int64_t first, int64_t ctx_len, const int32_t* block_table,
                 const PagedKvCache& cache, int64_t kv0, int64_t kv1, int64_t group, float scale,
                 float* out_tok, float* scores, float* running_max, float* running_sum) {
   const int64_t hd = cache.head_dim;
@@ -107,8 +108,9 @@ void AttendUnit(const float* q_tok, int64_t ctx_len, const int32_t* block_table,
   std::fill(out_tok + h0 * hd, out_tok + (h0 + heads) * hd, 0.0f);
   std::fill(running_max, running_max + heads, -std::numeric_limits<float>::infinity());
   std::fill(running_sum, running_sum + heads, 0.0f);
-  for (int64_t b = 0; b * bs < ctx_len; ++b) {
-    const int64_t n = std::min(bs, ctx_len - b * bs);  // positions in this chunk
+  for (int64_t b = first / bs; b * bs < ctx_len; ++b) {
+    const int64_t s0 = std::max(b * bs, first);             // the chunk's first position
+    const int64_t n = std::min((b + 1) * bs, ctx_len) - s0;  // positions in this chunk
     if ((b + 1) * bs < ctx_len) {
       // Blocks sit anywhere in the cache, so the hardware cannot guess the next one: pull this
       // unit's slice of it ([block_size, kv1 - kv0, head_dim] of K and V) into L2 while this
@@ -127,7 +129,7 @@ void AttendUnit(const float* q_tok, int64_t ctx_len, const int32_t* block_table,
     }
     for (int64_t kvh = kv0; kvh < kv1; ++kvh) {
       const int64_t base =
-          (static_cast<int64_t>(block_table[b]) * bs * cache.n_kv_heads + kvh) * hd;
+          ((static_cast<int64_t>(block_table[b]) * bs + s0 - b * bs) * cache.n_kv_heads + kvh) * hd;
       const float* kb = cache.k + base;  // slot j at kb + j * slot_stride: [head_dim]
       const float* vb = cache.v + base;
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
@@ -192,22 +194,24 @@ void KvCacheWrite(const float* k, const float* v, const int32_t* block_table,
 
 void PagedAttention(const float* q, int64_t t, int32_t start_pos, const int32_t* block_table,
                     int64_t n_blocks_in_table, const PagedKvCache& cache, int64_t n_heads,
-                    float scale, float* out, ThreadPool* pool) {
+                    float scale, float* out, ThreadPool* pool, int64_t window) {
   const AttentionSequence seq{t, start_pos, block_table, n_blocks_in_table};
-  PagedAttentionBatch(q, &seq, 1, cache, n_heads, scale, out, pool);
+  PagedAttentionBatch(q, &seq, 1, cache, n_heads, scale, out, pool, window);
 }
 
 void PagedAttentionBatch(const float* q, const AttentionSequence* seqs, int64_t n_seqs,
                          const PagedKvCache& cache, int64_t n_heads, float scale, float* out,
-                         ThreadPool* pool) {
+                         ThreadPool* pool, int64_t window) {
+  CHECK_GE(window, 0);
   const int64_t n_kv = cache.n_kv_heads;
   CHECK(n_kv > 0 && n_heads % n_kv == 0) << n_heads << " query heads, " << n_kv << " KV heads";
   const int64_t group = n_heads / n_kv;
   const int64_t hd = cache.head_dim;
 
-  // Per token row: its sequence and context length.
-  std::vector<int32_t> row_seq;  // [rows]
-  std::vector<int64_t> row_ctx;  // [rows]
+  // Per token row: its sequence, context length and first attended position.
+  std::vector<int32_t> row_seq;    // [rows]
+  std::vector<int64_t> row_ctx;    // [rows]
+  std::vector<int64_t> row_first;  // [rows]
   for (int64_t s = 0; s < n_seqs; ++s) {
     const AttentionSequence& seq = seqs[s];
     CHECK_GE(seq.start_pos, 0);
@@ -217,6 +221,7 @@ void PagedAttentionBatch(const float* q, const AttentionSequence* seqs, int64_t 
     for (int64_t i = 0; i < seq.num_tokens; ++i) {
       row_seq.push_back(static_cast<int32_t>(s));
       row_ctx.push_back(seq.start_pos + i + 1);
+      row_first.push_back(window > 0 ? std::max<int64_t>(0, row_ctx.back() - window) : 0);
     }
   }
   const int64_t rows = static_cast<int64_t>(row_ctx.size());
@@ -230,7 +235,8 @@ void PagedAttentionBatch(const float* q, const AttentionSequence* seqs, int64_t 
   const int64_t units = rows * slices;
   std::vector<int64_t> cost(units + 1, 0);  // cost[u]: summed cost of units before u
   for (int64_t u = 0; u < units; ++u) {
-    cost[u + 1] = cost[u] + (row_ctx[u / slices] + kUnitBaseCost) * kv_per_unit;
+    const int64_t row = u / slices;
+    cost[u + 1] = cost[u] + (row_ctx[row] - row_first[row] + kUnitBaseCost) * kv_per_unit;
   }
 
   auto run = [&](int64_t part_begin, int64_t part_end) {
@@ -248,7 +254,7 @@ void PagedAttentionBatch(const float* q, const AttentionSequence* seqs, int64_t 
         const int64_t row = u / slices;
         const int64_t kv0 = (u % slices) * kv_per_unit;
         const AttentionSequence& seq = seqs[row_seq[row]];
-        AttendUnit(q + row * n_heads * hd, row_ctx[row], seq.block_table, cache, kv0,
+        AttendUnit(q + row * n_heads * hd, row_first[row], row_ctx[row], seq.block_table, cache, kv0,
                    kv0 + kv_per_unit, group, scale, out + row * n_heads * hd, scores, running_max,
                    running_sum);
       }

@@ -47,9 +47,12 @@ void KvCacheWrite(const float* k, const float* v, const int32_t* block_table,
 //   q: [t, n_heads, head_dim] (n_heads: the rank's query heads, a multiple of n_kv_heads),
 //   block_table: [n_blocks_in_table], out: [t, n_heads, head_dim] (must not alias q).
 //   scale: usually 1 / sqrt(head_dim). pool may be null.
+//   window: a sliding window (Gemma 3's local layers, Mistral): when > 0, position p attends
+//   to its last `window` positions, max(0, p - window + 1) .. p, only; 0: to all. The blocks
+//   wholly before the window are not read (their table entries may be anything).
 void PagedAttention(const float* q, int64_t t, int32_t start_pos, const int32_t* block_table,
                     int64_t n_blocks_in_table, const PagedKvCache& cache, int64_t n_heads,
-                    float scale, float* out, ThreadPool* pool);
+                    float scale, float* out, ThreadPool* pool, int64_t window = 0);
 
 // One sequence's part of a batched step.
 struct AttentionSequence {
@@ -65,7 +68,7 @@ struct AttentionSequence {
 //   sequence alone.
 void PagedAttentionBatch(const float* q, const AttentionSequence* seqs, int64_t n_seqs,
                          const PagedKvCache& cache, int64_t n_heads, float scale, float* out,
-                         ThreadPool* pool);
+                         ThreadPool* pool, int64_t window = 0);
 
 }  // namespace tpserve::kernels::cpu
 

@@ -159,6 +159,53 @@ TEST(AttentionTest, BatchedEntryMatchesPerSequenceCalls) {
   }
 }
 
+// A sliding window: against the reference; prefill == decode steps bit for bit; a window at
+// least the context == no window bit for bit; and the blocks wholly before every token's window
+// are never read (their table entries point at an unwritten block of NaNs).
+TEST(AttentionTest, SlidingWindow) {
+  ThreadPool pool(2);
+  const int64_t n_heads = 4, n_kv = 1, hd = 32;
+  for (int64_t bs : {16, 5}) {
+    for (int64_t window : {1, 5, 16, 37}) {
+      for (auto [start, t] : {std::pair<int32_t, int64_t>{0, 1}, {0, 40}, {60, 1}, {63, 23}}) {
+        const int64_t ctx = start + t;
+        const int64_t n_blocks = (ctx + bs - 1) / bs;
+        Fixture f(n_blocks + 1, bs, n_kv, hd);  // block n_blocks: never written (NaN)
+        std::vector<int32_t> table = BlockTable(n_blocks, n_blocks, true, 5);
+        const std::vector<float> k = RandomVector(ctx * n_kv * hd, 21);
+        const std::vector<float> v = RandomVector(ctx * n_kv * hd, 22);
+        const std::vector<float> q = RandomVector(t * n_heads * hd, 23);
+        KvCacheWrite(k.data(), v.data(), table.data(), n_blocks, 0, ctx, f.cache);
+        const int64_t first = std::max<int64_t>(0, start + 1 - window);  // the first token's
+        for (int64_t b = 0; (b + 1) * bs <= first; ++b) table[b] = static_cast<int32_t>(n_blocks);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        const int64_t row = n_heads * hd;
+        std::vector<float> out(t * row), ref(t * row), steps(t * row);
+        PagedAttention(q.data(), t, start, table.data(), n_blocks, f.cache, n_heads, scale,
+                       out.data(), &pool, window);
+        reference::PagedAttention(q.data(), t, start, table.data(), f.cache, n_heads, scale,
+                                  ref.data(), window);
+        for (int64_t i = 0; i < t; ++i) {
+          PagedAttention(&q[i * row], 1, static_cast<int32_t>(start + i), table.data(), n_blocks,
+                         f.cache, n_heads, scale, &steps[i * row], nullptr, window);
+        }
+        const double tol = Tolerance(hd, scale, std::min(ctx, window));
+        for (int64_t i = 0; i < t * row; ++i) {
+          ASSERT_NEAR(out[i], ref[i], tol) << "bs=" << bs << " window=" << window
+                                           << " start=" << start << " t=" << t << " i=" << i;
+        }
+        EXPECT_TRUE(BitEqual(out.data(), steps.data(), t * row)) << "window " << window;
+        if (window >= ctx) {
+          std::vector<float> whole(t * row);
+          PagedAttention(q.data(), t, start, table.data(), n_blocks, f.cache, n_heads, scale,
+                         whole.data(), &pool);
+          EXPECT_TRUE(BitEqual(out.data(), whole.data(), t * row)) << "window " << window;
+        }
+      }
+    }
+  }
+}
+
 TEST(AttentionDeathTest, ShortBlockTableIsAProgrammerError) {
   Fixture f(4, 16, 1, 8);
   const std::vector<int32_t> table = {0};

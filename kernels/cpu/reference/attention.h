@@ -13,9 +13,11 @@
 
 namespace tpserve::kernels::cpu::reference {
 
-// Same contract as PagedAttention (one sequence); q, out: [t, n_heads, head_dim].
+// Same contract as PagedAttention (one sequence, window included); q, out: [t, n_heads,
+// head_dim].
 void PagedAttention(const float* q, int64_t t, int32_t start_pos, const int32_t* block_table,
-                    const PagedKvCache& cache, int64_t n_heads, float scale, float* out);
+                    const PagedKvCache& cache, int64_t n_heads, float scale, float* out,
+                    int64_t window = 0);
 
 }  // namespace tpserve::kernels::cpu::reference
 
