@@ -28,13 +28,8 @@ TEST(GeGluTest, ConcatenatedLayoutMatchesReference) {
   for (int64_t f : {1, 3, 17, 63, 577, 2048}) {
     for (int64_t m : {1, 4, 50}) {
       const std::vector<float> gate_up = RandomVector(m * 2 * f, 1 + f, -12, 12);  // [m, 2f]
-      std::vector<float> gate(m * f), up(m * f);                                   // [m, f]
-      for (int64_t r = 0; r < m; ++r) {
-        for (int64_t i = 0; i < f; ++i) {
-          gate[r * f + i] = gate_up[r * 2 * f + i];
-          up[r * f + i] = gate_up[r * 2 * f + f + i];
-        }
-      }
+      std::vector<float> gate, up;                                                 // [m, f]
+      testing::SplitGateUp(gate_up, m, f, &gate, &up);
       std::vector<float> out(m * f), split(m * f), ref(m * f);
       GeGlu(gate_up.data(), out.data(), m, f, &pool);
       GeGluSplit(gate.data(), up.data(), split.data(), m, f, &pool);

@@ -31,6 +31,20 @@ inline bool BitEqual(const float* a, const float* b, int64_t n) {
   return std::memcmp(a, b, n * sizeof(float)) == 0;
 }
 
+// The gate and up halves, [m, f] each, of a fused gate+up product gate_up: [m, 2f] (gate
+// columns first), as the gated activations (swiglu.h, geglu.h) read it.
+inline void SplitGateUp(const std::vector<float>& gate_up, int64_t m, int64_t f,
+                        std::vector<float>* gate, std::vector<float>* up) {
+  gate->resize(m * f);
+  up->resize(m * f);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t i = 0; i < f; ++i) {
+      (*gate)[r * f + i] = gate_up[r * 2 * f + i];
+      (*up)[r * f + i] = gate_up[r * 2 * f + f + i];
+    }
+  }
+}
+
 }  // namespace tpserve::kernels::cpu::testing
 
 #endif  // TPSERVE_KERNELS_CPU_TEST_UTIL_H_

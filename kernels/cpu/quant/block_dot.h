@@ -96,6 +96,17 @@ inline __m256i FiveBitGroup4(const uint8_t* qh, const uint8_t* qs, int g) {
   return _mm256_set1_epi32(static_cast<int32_t>(nibbles | high));
 }
 
+// Quants and Group4 of a 5-bit format's Block (tile32.h) whose qh and qs sit at these offsets.
+template <int kQhOffset, int kQsOffset>
+struct FiveBitLayout {
+  static __m256i Quants(const uint8_t* blk) {
+    return UnpackFiveBits(blk + kQhOffset, blk + kQsOffset);
+  }
+  static __m256i Group4(const uint8_t* blk, int g) {
+    return FiveBitGroup4(blk + kQhOffset, blk + kQsOffset, g);
+  }
+};
+
 // An unaligned half at p through F16C (exact for the finite scales of a validated file).
 inline float LoadF16Fast(const uint8_t* p) {
   uint16_t h;

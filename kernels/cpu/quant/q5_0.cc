@@ -22,17 +22,11 @@ void DequantizeQ5_0(const uint8_t* src, int64_t n_blocks, float* dst) {
 }
 
 // (q - 16) * d = q * d + m with m = -16 d (exact: a power-of-two multiple).
-struct Q5_0Block {
+struct Q5_0Block : FiveBitLayout<kQhOffset, kQsOffset> {
   static constexpr int kBytes = 22;
   static constexpr bool kSigned = false;
   static constexpr int kQuantBits = 5;
   static constexpr bool kOffset = true;
-  static __m256i Quants(const uint8_t* blk) {
-    return UnpackFiveBits(blk + kQhOffset, blk + kQsOffset);
-  }
-  static __m256i Group4(const uint8_t* blk, int g) {
-    return FiveBitGroup4(blk + kQhOffset, blk + kQsOffset, g);
-  }
   static void Scales(__m256i raw, __m256* d, __m256* m) {
     *d = LowHalvesToFloat(raw);
     *m = _mm256_mul_ps(_mm256_set1_ps(-16.0f), *d);

@@ -21,17 +21,11 @@ void DequantizeQ5_1(const uint8_t* src, int64_t n_blocks, float* dst) {
   }
 }
 
-struct Q5_1Block {
+struct Q5_1Block : FiveBitLayout<kQhOffset, kQsOffset> {
   static constexpr int kBytes = 24;
   static constexpr bool kSigned = false;
   static constexpr int kQuantBits = 5;
   static constexpr bool kOffset = true;
-  static __m256i Quants(const uint8_t* blk) {
-    return UnpackFiveBits(blk + kQhOffset, blk + kQsOffset);
-  }
-  static __m256i Group4(const uint8_t* blk, int g) {
-    return FiveBitGroup4(blk + kQhOffset, blk + kQsOffset, g);
-  }
   static void Scales(__m256i raw, __m256* d, __m256* m) {
     *d = LowHalvesToFloat(raw);
     *m = HighHalvesToFloat(raw);
