@@ -37,12 +37,15 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromText(std::string
   if (Contains(t, "[INST]") && Contains(t, "<<SYS>>")) {
     return NewLlama2Template(std::move(bos_token), std::move(eos_token));
   }
+  if (Contains(t, "<start_of_turn>") && Contains(t, "<end_of_turn>")) {
+    return NewGemmaTemplate(std::move(bos_token));
+  }
   if (Contains(t, "[INST]") && Contains(t, "[/INST]")) {
     return NewMistralTemplate(std::move(bos_token), std::move(eos_token));
   }
   std::string head(t.substr(0, 60));
   return absl::InvalidArgumentError(
-      absl::StrCat("unrecognised chat template (not ChatML, Llama 2, Llama 3 or Mistral): \"", head,
+      absl::StrCat("unrecognised chat template (not ChatML, Llama 2, Llama 3, Mistral or Gemma): \"", head,
                    t.size() > head.size() ? "...\"" : "\""));
 }
 

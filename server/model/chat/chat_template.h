@@ -52,6 +52,7 @@ std::unique_ptr<ChatTemplate> NewChatMlTemplate(std::optional<std::string> defau
 std::unique_ptr<ChatTemplate> NewLlama2Template(std::string bos_token, std::string eos_token);
 std::unique_ptr<ChatTemplate> NewLlama3Template(std::string bos_token);
 std::unique_ptr<ChatTemplate> NewMistralTemplate(std::string bos_token, std::string eos_token);
+std::unique_ptr<ChatTemplate> NewGemmaTemplate(std::string bos_token);
 
 // For ChatML: the string literal the template emits when messages[0] is not a system
 // message (e.g. "<|im_start|>system\n...<|im_end|>\n"), std::nullopt when it has no such

@@ -110,6 +110,27 @@ TEST(ChatTemplateTest, ContentRangesHoldExactlyTheMessageText) {
   EXPECT_THAT(ContentOf(*mistral), ElementsAre("a</s>", "b"));
 }
 
+// Gemma 3's template (its text as Hugging Face ships it, abridged to the markers it is
+// recognised by): the system message opens the first user turn; contents trimmed; "model" turns.
+TEST(ChatTemplateTest, Gemma) {
+  auto t = Make(
+      "{{ bos_token }}{%- for message in loop_messages -%}{{ '<start_of_turn>' + role + '\\n' "
+      "}}{{ message['content'] | trim }}{{ '<end_of_turn>\\n' }}{%- endfor -%}"
+      "{%- if add_generation_prompt -%}{{'<start_of_turn>model\\n'}}{%- endif -%}");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->name(), "gemma");
+  EXPECT_EQ(Render(*t, {{"user", " Hi "}, {"assistant", "Hello!"}, {"user", "2+2?"}}),
+            "<s><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
+            "<start_of_turn>user\n2+2?<end_of_turn>\n<start_of_turn>model\n");
+  auto with_system = t->Render({{"system", "Be brief."}, {"user", "Why?"}}, true);
+  ASSERT_TRUE(with_system.ok()) << with_system.status();
+  EXPECT_EQ(with_system->text(),
+            "<s><start_of_turn>user\nBe brief.\n\nWhy?<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_THAT(ContentOf(*with_system), ElementsAre("Be brief.", "Why?"));
+  EXPECT_FALSE(t->Render({{"assistant", "a"}}, true).ok());
+  EXPECT_FALSE(t->Render({{"user", "a"}, {"system", "s"}}, true).ok());
+}
+
 TEST(ChatTemplateTest, UnknownRoleIsNamed) {
   for (const char* text : {kSmolLm, "<|start_header_id|><|eot_id|>"}) {
     auto t = Make(text);
