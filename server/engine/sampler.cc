@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -109,16 +111,47 @@ TemperedLogits Temper(absl::Span<const float> logits, float temperature, bool wi
   return tempered;
 }
 
+void SortByLogitDesc(absl::Span<const float> logits, std::vector<int32_t>* ids,
+                     std::vector<int32_t>* scratch) {
+  const auto vocab = static_cast<int32_t>(logits.size());
+  // A key per token whose ascending order is the logits' descending order (-0 taken as +0, as
+  // == compares them); a stable LSD radix sort over its two 16-bit halves, from ids in
+  // ascending order, keeps ties in ascending id order: ByLogitDesc's order exactly, in two
+  // linear passes instead of a comparison sort.
+  std::vector<uint32_t> keys(static_cast<size_t>(vocab));
+  for (int32_t id = 0; id < vocab; ++id) {
+    const float logit = logits[id] + 0.0f;
+    uint32_t bits;
+    std::memcpy(&bits, &logit, sizeof(bits));
+    keys[id] = (bits & 0x80000000u) != 0 ? bits : ~(bits | 0x80000000u);
+  }
+  ids->resize(vocab);
+  scratch->resize(vocab);
+  std::iota(scratch->begin(), scratch->end(), 0);
+  std::vector<int32_t> counts(1 << 16);
+  for (const int shift : {0, 16}) {
+    std::fill(counts.begin(), counts.end(), 0);
+    for (int32_t id = 0; id < vocab; ++id) ++counts[(keys[id] >> shift) & 0xFFFF];
+    int32_t offset = 0;
+    for (int32_t& c : counts) offset += std::exchange(c, offset);
+    std::vector<int32_t>& out = shift == 0 ? *ids : *scratch;
+    const std::vector<int32_t>& in = shift == 0 ? *scratch : *ids;
+    for (int32_t id : in) out[counts[(keys[id] >> shift) & 0xFFFF]++] = id;
+  }
+  ids->swap(*scratch);
+}
+
 void TopK(absl::Span<const float> logits, int32_t k, std::vector<int32_t>* candidates) {
   const auto vocab = static_cast<int32_t>(logits.size());
-  candidates->resize(vocab);
-  std::iota(candidates->begin(), candidates->end(), 0);
-  const ByLogitDesc order{logits.data()};
   if (k > 0 && k < vocab) {
-    std::partial_sort(candidates->begin(), candidates->begin() + k, candidates->end(), order);
+    candidates->resize(vocab);
+    std::iota(candidates->begin(), candidates->end(), 0);
+    std::partial_sort(candidates->begin(), candidates->begin() + k, candidates->end(),
+                      ByLogitDesc{logits.data()});
     candidates->resize(k);
   } else {
-    std::sort(candidates->begin(), candidates->end(), order);
+    std::vector<int32_t> scratch;
+    SortByLogitDesc(logits, candidates, &scratch);
   }
 }
 

@@ -115,6 +115,10 @@ TemperedLogits Temper(absl::Span<const float> logits, float temperature, bool wi
 // 3. Top-k: writes to `candidates` the ids of the k highest logits in decreasing order (the
 // lower id first on a tie); every id, in that order, when k is 0 (off) or >= vocab.
 void TopK(absl::Span<const float> logits, int32_t k, std::vector<int32_t>* candidates);
+// Every id in TopK's order (decreasing logit, the lower id first on a tie), by a linear-time
+// radix sort; `scratch`: a buffer of the vocabulary's size, reused across calls.
+void SortByLogitDesc(absl::Span<const float> logits, std::vector<int32_t>* ids,
+                     std::vector<int32_t>* scratch);
 
 // The candidates' unnormalised probabilities exp(logits[id] / t - max_scaled) (each at most 1)
 // into `weights`, aligned with `candidates`; returns their sum.

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <random>
 #include <vector>
 
 namespace tpserve::engine {
@@ -461,6 +463,30 @@ TEST(SamplerStepsTest, TopKSortsByLogitThenId) {
   EXPECT_EQ(candidates, (std::vector<int32_t>{1, 3, 2, 0, 4}));
   TopK(logits, 9, &candidates);
   EXPECT_EQ(candidates, (std::vector<int32_t>{1, 3, 2, 0, 4}));
+}
+
+// The radix sort gives the comparison order exactly: many ties, both zeros, infinities (a
+// masked token), and vocabularies up to Gemma's.
+TEST(SamplerStepsTest, SortByLogitDescIsTheComparisonOrder) {
+  std::mt19937 rng(3);
+  for (int32_t vocab : {1, 7, 1000, 262144}) {
+    std::vector<float> logits(static_cast<size_t>(vocab));
+    for (float& l : logits) l = static_cast<float>(static_cast<int>(rng() % 64) - 32) / 4.0f;
+    if (vocab > 4) {
+      logits[1] = -0.0f;
+      logits[2] = 0.0f;
+      logits[3] = -std::numeric_limits<float>::infinity();
+      logits[4] = std::numeric_limits<float>::infinity();
+    }
+    std::vector<int32_t> want(static_cast<size_t>(vocab));
+    std::iota(want.begin(), want.end(), 0);
+    std::sort(want.begin(), want.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    std::vector<int32_t> got, scratch;
+    SortByLogitDesc(logits, &got, &scratch);
+    EXPECT_EQ(got, want) << vocab;
+  }
 }
 
 TEST(SamplerStepsTest, CandidateWeightsAreRelativeToTheArgmax) {
