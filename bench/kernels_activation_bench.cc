@@ -36,9 +36,10 @@ void BM_GatedActivation(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.SetLabel(gelu ? "GeGLU" : "SwiGLU");
-  state.counters["GB/s"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * static_cast<double>(3 * m * f * sizeof(float)) / 1e9,
-      benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) *
+                             static_cast<double>(3 * m * f * sizeof(float)) / 1e9,
+                         benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_GatedActivation)
     ->ArgNames({"gelu", "f", "m"})

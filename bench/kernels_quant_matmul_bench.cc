@@ -1,8 +1,8 @@
 // QuantMatmul throughput on SmolLM2-135M weight shapes, weights kept in their blocks (Q4_1,
-// Q8_0, Q5_0, Q5_1), per instruction set of the integer tiles (AVX2, AVX-512 VNNI where the machine has
-// it), m = 1, 16, 128, 1 and 2 threads. Counters: GB/s of weights read (m = 1 streams them
-// from DRAM: compare with bandwidth_bench) and GMAC/s (m n k per call). Weights smaller than
-// the 32 MiB L3 are replicated to >= 256 MiB and cycled, as a forward pass over 30 layers.
+// Q8_0, Q5_0, Q5_1), per instruction set of the integer tiles (AVX2, AVX-512 VNNI where the machine
+// has it), m = 1, 16, 128, 1 and 2 threads. Counters: GB/s of weights read (m = 1 streams them from
+// DRAM: compare with bandwidth_bench) and GMAC/s (m n k per call). Weights smaller than the 32 MiB
+// L3 are replicated to >= 256 MiB and cycled, as a forward pass over 30 layers.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>

@@ -93,8 +93,9 @@ void AccumulateValues(float* acc, float corr, const float* p, const float* v, in
 
 // One unit: the query heads of KV heads [kv0, kv1) of one token attend to positions
 // [first, ctx_len) of its sequence (first > 0 under a sliding window). Chunks stay aligned to
-// absolute multiples of block_size, the first one starting at `first`. Blocks are walked once, all the unit's KV heads of a block
-// together (they share cache lines); each query head's arithmetic is the same whatever the unit.
+// absolute multiples of block_size, the first one starting at `first`. Blocks are walked once, all
+// the unit's KV heads of a block together (they share cache lines); each query head's arithmetic is
+// the same whatever the unit.
 //   q_tok, out_tok: [n_heads, head_dim] (this token); scores: [block_size] scratch;
 //   running_max, running_sum: [(kv1 - kv0) * group] scratch.
 void AttendUnit(const float* q_tok, int64_t first, int64_t ctx_len, const int32_t* block_table,
@@ -109,7 +110,7 @@ void AttendUnit(const float* q_tok, int64_t first, int64_t ctx_len, const int32_
   std::fill(running_max, running_max + heads, -std::numeric_limits<float>::infinity());
   std::fill(running_sum, running_sum + heads, 0.0f);
   for (int64_t b = first / bs; b * bs < ctx_len; ++b) {
-    const int64_t s0 = std::max(b * bs, first);             // the chunk's first position
+    const int64_t s0 = std::max(b * bs, first);              // the chunk's first position
     const int64_t n = std::min((b + 1) * bs, ctx_len) - s0;  // positions in this chunk
     if ((b + 1) * bs < ctx_len) {
       // Blocks sit anywhere in the cache, so the hardware cannot guess the next one: pull this
@@ -254,9 +255,9 @@ void PagedAttentionBatch(const float* q, const AttentionSequence* seqs, int64_t 
         const int64_t row = u / slices;
         const int64_t kv0 = (u % slices) * kv_per_unit;
         const AttentionSequence& seq = seqs[row_seq[row]];
-        AttendUnit(q + row * n_heads * hd, row_first[row], row_ctx[row], seq.block_table, cache, kv0,
-                   kv0 + kv_per_unit, group, scale, out + row * n_heads * hd, scores, running_max,
-                   running_sum);
+        AttendUnit(q + row * n_heads * hd, row_first[row], row_ctx[row], seq.block_table, cache,
+                   kv0, kv0 + kv_per_unit, group, scale, out + row * n_heads * hd, scores,
+                   running_max, running_sum);
       }
     }
   };

@@ -12,8 +12,8 @@ namespace {
 struct GeluMul {
   __m256 operator()(__m256 g, __m256 u) const {
     const __m256 g2 = _mm256_mul_ps(g, g);
-    const __m256 inner = _mm256_mul_ps(
-        g, _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), g2, _mm256_set1_ps(1.0f)));
+    const __m256 inner =
+        _mm256_mul_ps(g, _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), g2, _mm256_set1_ps(1.0f)));
     const __m256 minus_z = _mm256_mul_ps(_mm256_set1_ps(-1.5957691216057308f), inner);
     const __m256 e = Exp(minus_z);
     return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);

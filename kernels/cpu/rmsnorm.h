@@ -2,7 +2,8 @@
 //
 // RMSNorm as in Llama: out = x / sqrt(mean(x²) + eps) * weight, row by row, a fused
 // residual-add + RMSNorm, and the per-head form of QK-norm (Gemma 3, Qwen3: each head of q and
-// k normalised over its head_dim, in place in the fused QKV rows). AVX2/FMA; stateless, thread-safe.
+// k normalised over its head_dim, in place in the fused QKV rows). AVX2/FMA; stateless,
+// thread-safe.
 //
 // Each row's sum of squares is reduced in a fixed order (two 8-lane FMA accumulators over the
 // row, masked tail, HorizontalSum), so a row's result never depends on m or on the thread count;

@@ -80,8 +80,8 @@ TEST(RmsNormTest, HeadsInPlaceInStridedRows) {
       const std::vector<float> wk = RandomVector(head_dim, 12, 0.5f, 1.5f);
       std::vector<float> got = qkv;
       RmsNormHeads(got.data(), stride, q_heads, head_dim, wq.data(), 1e-6f, m, &pool);
-      RmsNormHeads(got.data() + q_heads * head_dim, stride, kv_heads, head_dim, wk.data(), 1e-6f,
-                   m, &pool);
+      RmsNormHeads(got.data() + q_heads * head_dim, stride, kv_heads, head_dim, wk.data(), 1e-6f, m,
+                   &pool);
       std::vector<float> one(head_dim), ref(head_dim);
       for (int64_t r = 0; r < m; ++r) {
         for (int64_t h = 0; h < q_heads + 2 * kv_heads; ++h) {

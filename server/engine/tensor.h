@@ -14,7 +14,20 @@
 
 namespace tpserve::engine {
 
-enum class DType { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ4_K, kQ5_K, kQ6_K, kI64 };
+enum class DType {
+  kF32,
+  kF16,
+  kBF16,
+  kQ8_0,
+  kQ4_0,
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
+  kI64
+};
 
 // The kernels' format of the same layout.
 inline kernels::cpu::WeightFormat FormatOf(DType t) {

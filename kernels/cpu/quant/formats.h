@@ -1,7 +1,8 @@
 // File: kernels/cpu/quant/formats.h
 //
 // Weight formats the CPU kernels compute on, kept in their file's blocks (ggml's layouts,
-// ggml-common.h): F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K. One file per format
+// ggml-common.h): F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K. One file per
+// format
 // (<format>.cc) defines its FormatKernels: how to dequantise its blocks and the dot-product tile
 // that quant_matmul.h drives. FormatKernelsFor() is the table keyed by format.
 //

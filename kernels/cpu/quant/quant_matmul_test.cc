@@ -27,10 +27,10 @@ namespace {
 using testing::BitEqual;
 using testing::RandomVector;
 
-constexpr WeightFormat kFormats[] = {
-    WeightFormat::kF16,  WeightFormat::kBF16, WeightFormat::kQ8_0, WeightFormat::kQ4_0,
-    WeightFormat::kQ4_1, WeightFormat::kQ5_0, WeightFormat::kQ5_1, WeightFormat::kQ4_K,
-    WeightFormat::kQ5_K, WeightFormat::kQ6_K};
+constexpr WeightFormat kFormats[] = {WeightFormat::kF16,  WeightFormat::kBF16, WeightFormat::kQ8_0,
+                                     WeightFormat::kQ4_0, WeightFormat::kQ4_1, WeightFormat::kQ5_0,
+                                     WeightFormat::kQ5_1, WeightFormat::kQ4_K, WeightFormat::kQ5_K,
+                                     WeightFormat::kQ6_K};
 
 bool IsInteger(WeightFormat f) {
   const FormatKernels& k = FormatKernelsFor(f);

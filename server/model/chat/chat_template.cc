@@ -44,9 +44,9 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromText(std::string
     return NewMistralTemplate(std::move(bos_token), std::move(eos_token));
   }
   std::string head(t.substr(0, 60));
-  return absl::InvalidArgumentError(
-      absl::StrCat("unrecognised chat template (not ChatML, Llama 2, Llama 3, Mistral or Gemma): \"", head,
-                   t.size() > head.size() ? "...\"" : "\""));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unrecognised chat template (not ChatML, Llama 2, Llama 3, Mistral or Gemma): \"", head,
+      t.size() > head.size() ? "...\"" : "\""));
 }
 
 }  // namespace tpserve::model

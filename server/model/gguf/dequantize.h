@@ -1,6 +1,7 @@
 // Dequantisation of GGUF weight data (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K,
-// Q6_K) to f32, whole or by row/column slice for tensor parallelism, with bounds checks; the per-format
-// block kernels are kernels/cpu/quant's. Pure functions over caller-owned buffers; thread-safe.
+// Q6_K) to f32, whole or by row/column slice for tensor parallelism, with bounds checks; the
+// per-format block kernels are kernels/cpu/quant's. Pure functions over caller-owned buffers;
+// thread-safe.
 #ifndef TPSERVE_SERVER_MODEL_GGUF_DEQUANTIZE_H_
 #define TPSERVE_SERVER_MODEL_GGUF_DEQUANTIZE_H_
 

@@ -154,9 +154,9 @@ TEST(DequantizeTest, Q5_1) {
   PutU16(b, 2, kHalfMinusOne);
   PutFiveBits(b, 4);
   const std::vector<float> out = Dequantize(GgmlType::kQ5_1, b, 32);
-  EXPECT_EQ(out[0], 3.0f);   // 16 * 0.25 - 1
+  EXPECT_EQ(out[0], 3.0f);    // 16 * 0.25 - 1
   EXPECT_EQ(out[1], -0.75f);  // 1 * 0.25 - 1
-  EXPECT_EQ(out[17], 6.5f);  // 30 * 0.25 - 1
+  EXPECT_EQ(out[17], 6.5f);   // 30 * 0.25 - 1
   for (int v = 0; v < 32; ++v) EXPECT_EQ(out[v], FiveBitQuant(v) * 0.25f - 1.0f) << v;
 }
 

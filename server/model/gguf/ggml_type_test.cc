@@ -21,8 +21,8 @@ struct Expected {
 
 TEST(GgmlTypeTest, GeometryMatchesGgml) {
   // Sizes from ggml-common.h: sizeof(block_q4_0) = 2 + 16, block_q4_1 = 4 + 16,
-  // block_q5_0 = 2 + 4 + 16, block_q5_1 = 4 + 4 + 16, block_q8_0 = 2 + 32, block_q4_K = 4 + 12 + 128, block_q5_K = 4 + 12 + 32 + 128,
-  // block_q6_K = 128 + 64 + 16 + 2.
+  // block_q5_0 = 2 + 4 + 16, block_q5_1 = 4 + 4 + 16, block_q8_0 = 2 + 32, block_q4_K = 4 + 12 +
+  // 128, block_q5_K = 4 + 12 + 32 + 128, block_q6_K = 128 + 64 + 16 + 2.
   const Expected kAll[] = {
       {0, GgmlType::kF32, "F32", 1, 4},        {1, GgmlType::kF16, "F16", 1, 2},
       {2, GgmlType::kQ4_0, "Q4_0", 32, 18},    {3, GgmlType::kQ4_1, "Q4_1", 32, 20},
