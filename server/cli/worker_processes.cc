@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -25,7 +26,17 @@ absl::StatusOr<std::unique_ptr<WorkerProcesses>> WorkerProcesses::Start(
     return absl::InvalidArgumentError(
         absl::StrCat("--devices lists ", devices.size(), " GPUs for --tp ", count, " workers"));
   }
-  std::string pattern = (std::filesystem::temp_directory_path() / "tpserve-XXXXXX").string();
+  // The temporary directory comes from the environment (TMPDIR, TMP, TEMP or TEMPDIR); one
+  // that does not exist is the user's to fix, said as such (the throwing overload aborted).
+  std::error_code error;
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path(error);
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the temporary directory for the workers' files (from TMPDIR, TMP, TEMP or "
+                     "TEMPDIR, else /tmp) is unusable: ",
+                     error.message()));
+  }
+  std::string pattern = (tmp / "tpserve-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) {
     return absl::InternalError(absl::StrCat("mkdtemp ", pattern, ": ", strerror(errno)));
   }

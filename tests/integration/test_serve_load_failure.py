@@ -30,3 +30,17 @@ def test_a_model_no_worker_can_load_ends_serve(tmp_path, tpserve_bin, smollm_ggu
     assert took < 10, f"serve took {took:.1f} s to give up"
     assert "the workers cannot serve the model" in out.stderr, out.stderr[-3000:]
     assert TENSOR in out.stderr and "non-finite" in out.stderr, out.stderr[-3000:]
+
+
+def test_an_unusable_temporary_directory_is_a_clear_error(tmp_path, tpserve_bin, smollm_gguf):
+    """The workers' port files go under the temporary directory the environment names (TMPDIR,
+    TMP, TEMP, TEMPDIR): one that does not exist ends serve with that said, not an abort
+    (`TEMP=0`, a shell variable of that name, used to crash it in std::filesystem)."""
+    import os
+    for var in ("TMPDIR", "TEMP"):
+        env = {k: v for k, v in os.environ.items() if k not in ("TMPDIR", "TMP", "TEMP", "TEMPDIR")}
+        env[var] = str(tmp_path / "missing")
+        out = subprocess.run([str(tpserve_bin), "serve", f"--model={smollm_gguf}", "--tp=2",
+                              "--port=0"], capture_output=True, text=True, timeout=60, env=env)
+        assert out.returncode == 1, (var, out.returncode, out.stderr[-3000:])
+        assert "the temporary directory for the workers' files" in out.stderr, out.stderr[-3000:]
